@@ -1,0 +1,30 @@
+"""One error type and the exit codes every trlstack command documents.
+
+Exit codes: 0 success, 1 user error (bad input or an unmet precondition; the message names the fix),
+130 interrupted (Ctrl-C). Once a role has exec'd vLLM or accelerate, their exit code is the role's.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+EXIT_OK = 0
+EXIT_USER_ERROR = 1
+EXIT_INTERRUPTED = 130
+
+
+class UsageError(Exception):
+    """Bad input or an unmet precondition; str(error) says what is wrong and what to do."""
+
+
+def run_main(name: str, body: Callable[[], int]) -> int:
+    """Run a command's body, turning UsageError and Ctrl-C into a message and a documented exit code."""
+    try:
+        return body()
+    except UsageError as error:
+        print(f"{name}: error: {error}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        print(f"{name}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
