@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The test command README gives: installs the locked dev environment, checks the lock and style, runs every test.
+# Docker-engine tests skip with their reason where no engine runs (CI provisions one and fails instead);
+# GPU tests skip where no CUDA GPU is present.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+uv_version=0.13.9
+command -v uv >/dev/null || python3 -m pip install --quiet "uv==${uv_version}"
+
+uv lock --check          # CI fails when uv.lock is stale against pyproject.toml
+uv sync --frozen
+uv run --frozen ruff check .
+uv run --frozen ruff format --check .
+uv run --frozen pytest "$@"
