@@ -1,0 +1,393 @@
+"""`trlstack doctor`: is this machine ready for the stack? Each finding says what was seen and, when it
+matters, the fix.
+
+`gather_facts` is the one function that looks at the machine; the `judge_*` functions turn facts into findings
+and are pure, so every verdict is tested without the hardware it describes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from trlstack import __version__
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu, Probe, describe_indices, select_visible
+
+MIN_DRIVER = 580  # first driver branch for CUDA 13, which torch 2.11's wheels and vLLM 0.25 are built for
+MIN_CAPABILITY = (7, 5)  # CUDA 13 dropped Maxwell, Pascal and Volta
+BF16_CAPABILITY = (8, 0)  # Ampere and newer: bf16 and FlashAttention
+MIN_SHM = 1 << 30
+MIN_CACHE_FREE = 10 << 30
+OFFLINE_VALUES = {"1", "on", "yes", "true"}  # as huggingface_hub reads HF_HUB_OFFLINE
+
+LEVELS = ("ok", "info", "warn", "fail")
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # one of LEVELS
+    topic: str
+    message: str
+    fix: str | None = None
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What doctor looks at, gathered once."""
+
+    probe: Probe
+    cuda_visible_devices: str | None = None
+    shm_bytes: int | None = None  # None: no /dev/shm
+    ports: Mapping[int, str | None] = field(
+        default_factory=dict
+    )  # port -> why it cannot be bound, None if free
+    hf_cache: str = ""
+    hf_cache_exists: bool = False
+    hf_cache_writable: bool = True
+    hf_cache_free_bytes: int | None = None
+    hf_offline: str | None = None
+    pins: Mapping[str, str] = field(default_factory=dict)
+    installed: Mapping[str, str | None] = field(default_factory=dict)
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.1f} {unit}"
+    return f"{n} B"
+
+
+def driver_major(version: str) -> int | None:
+    match = re.match(r"^(\d+)", version)
+    return int(match.group(1)) if match else None
+
+
+def judge_driver(probe: Probe) -> list[Finding]:
+    if probe.source is None:
+        return [
+            Finding(
+                "warn",
+                "driver",
+                f"no NVIDIA driver here ({probe.problem}): the CLI, the tests and `train --cpu` work, "
+                "vLLM does not",
+                f"on a GPU machine, install NVIDIA driver >= {MIN_DRIVER} (and the NVIDIA Container Toolkit "
+                "for the images); in a container, start it with GPUs (`docker run --gpus all`, or compose's "
+                "device reservations)",
+            )
+        ]
+    versions = sorted({gpu.driver_version for gpu in probe.gpus if gpu.driver_version})
+    if not versions:
+        return [Finding("warn", "driver", f"the driver answers ({probe.source}) but reports no version")]
+    version = versions[0]
+    major = driver_major(version)
+    if major is None or major < MIN_DRIVER:
+        return [
+            Finding(
+                "fail",
+                "driver",
+                f"NVIDIA driver {version} is too old for CUDA 13 (torch 2.11 and vLLM 0.25 need "
+                f">= {MIN_DRIVER})",
+                f"upgrade the driver to the {MIN_DRIVER} branch or newer",
+            )
+        ]
+    return [Finding("ok", "driver", f"NVIDIA driver {version} supports CUDA 13 (needs >= {MIN_DRIVER})")]
+
+
+def _judge_gpu(gpu: Gpu) -> Finding:
+    label = f"GPU {gpu.index}: {gpu.name or 'unknown model'}"
+    capability = gpu.compute_capability
+    if capability is None:
+        return Finding(
+            "info", "gpu", f"{label}, compute capability unknown (train picks fp16 and sdpa to be safe)"
+        )
+    if capability < MIN_CAPABILITY:
+        return Finding(
+            "fail",
+            "gpu",
+            f"{label}, compute capability {gpu.capability}: CUDA 13 needs >= "
+            f"{'.'.join(map(str, MIN_CAPABILITY))}",
+            "use a Turing (7.5) or newer GPU",
+        )
+    if capability < BF16_CAPABILITY:
+        return Finding(
+            "info", "gpu", f"{label}, compute capability {gpu.capability}: fp16 and sdpa (no bf16)"
+        )
+    return Finding("ok", "gpu", f"{label}, compute capability {gpu.capability}: bf16")
+
+
+def judge_gpus(probe: Probe, cuda_visible_devices: str | None) -> list[Finding]:
+    if probe.source is None:
+        return [Finding("info", "gpu", "no GPU to check; `trlstack plan --gpus N` plans for another machine")]
+    if not probe.gpus:
+        return [
+            Finding("warn", "gpu", "the driver reports no GPU", "check `nvidia-smi` and the GPU's power/PCIe")
+        ]
+    findings = [_judge_gpu(gpu) for gpu in probe.gpus]
+    try:
+        visible = select_visible(probe.gpus, cuda_visible_devices)
+    except UsageError as error:
+        return [
+            *findings,
+            Finding("warn", "gpu", str(error).split(";")[0], "fix or unset CUDA_VISIBLE_DEVICES"),
+        ]
+    if cuda_visible_devices is not None:
+        shown = describe_indices([gpu.index for gpu in visible])
+        findings.append(
+            Finding("info", "gpu", f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}: GPUs {shown} visible")
+        )
+    if len(visible) == 1:
+        findings.append(
+            Finding(
+                "info",
+                "plan",
+                "one GPU: a vLLM server needs a GPU of its own, so generate in colocate mode",
+                "`train --vllm-mode colocate`",
+            )
+        )
+    elif len(visible) >= 2:
+        from trlstack.plan import make_plan
+
+        plan = make_plan(visible)
+        findings.append(
+            Finding(
+                "ok",
+                "plan",
+                f"{len(visible)} GPUs: by default vLLM serves on {plan.env()['SERVE_GPUS']}, "
+                f"training on {plan.env()['TRAIN_GPUS']} (see `trlstack plan`)",
+            )
+        )
+    return findings
+
+
+def judge_shm(shm_bytes: int | None) -> list[Finding]:
+    fix = (
+        "give the container more shared memory: `docker run --shm-size=16g` (or --ipc=host), "
+        "compose's shm_size"
+    )
+    if shm_bytes is None:
+        return [
+            Finding(
+                "warn", "shm", "/dev/shm is missing; vLLM and NCCL share memory between processes there", fix
+            )
+        ]
+    if shm_bytes < MIN_SHM:
+        return [
+            Finding(
+                "warn",
+                "shm",
+                f"/dev/shm is {_size(shm_bytes)}; vLLM and NCCL need more than {_size(MIN_SHM)} "
+                "(Docker's default is 64 MiB)",
+                fix,
+            )
+        ]
+    return [Finding("ok", "shm", f"/dev/shm is {_size(shm_bytes)}")]
+
+
+def judge_ports(ports: Mapping[int, str | None]) -> list[Finding]:
+    findings = []
+    for port, problem in ports.items():
+        if problem is None:
+            findings.append(Finding("ok", "ports", f"port {port} is free on 127.0.0.1"))
+        else:
+            findings.append(
+                Finding(
+                    "warn",
+                    "ports",
+                    f"port {port} cannot be bound on 127.0.0.1 ({problem})",
+                    f"stop what listens there (`ss -ltnp 'sport = :{port}'`) or choose other ports with "
+                    "--port/--group-port (TRLSTACK_VLLM_PORT, TRLSTACK_VLLM_GROUP_PORT)",
+                )
+            )
+    return findings
+
+
+def judge_hf(facts: Facts) -> list[Finding]:
+    offline = (facts.hf_offline or "").strip().lower() in OFFLINE_VALUES
+    if facts.hf_cache_exists:
+        where = f"Hugging Face cache at {facts.hf_cache}"
+    else:
+        where = f"Hugging Face cache will be created at {facts.hf_cache}"
+    findings = []
+    if not facts.hf_cache_writable:
+        findings.append(
+            Finding("fail", "hf", f"{where}, which is not writable", "set HF_HOME to a writable folder")
+        )
+    elif facts.hf_cache_free_bytes is not None and facts.hf_cache_free_bytes < MIN_CACHE_FREE:
+        findings.append(
+            Finding(
+                "warn",
+                "hf",
+                f"{where}, with {_size(facts.hf_cache_free_bytes)} free (models and datasets need more)",
+                "free disk space or point HF_HOME at a larger disk",
+            )
+        )
+    else:
+        free = "" if facts.hf_cache_free_bytes is None else f" ({_size(facts.hf_cache_free_bytes)} free)"
+        findings.append(Finding("ok", "hf", where + free))
+    if offline and not facts.hf_cache_exists:
+        findings.append(
+            Finding(
+                "warn",
+                "hf",
+                f"HF_HUB_OFFLINE={facts.hf_offline}, but the cache is empty: no model or dataset can load",
+                "fill the cache on a connected machine (or mount it), or unset HF_HUB_OFFLINE",
+            )
+        )
+    elif offline:
+        findings.append(
+            Finding("info", "hf", f"HF_HUB_OFFLINE={facts.hf_offline}: models load only from the cache")
+        )
+    else:
+        findings.append(
+            Finding(
+                "info", "hf", "online: models and datasets download from the Hub (HF_HUB_OFFLINE=1 to forbid)"
+            )
+        )
+    return findings
+
+
+def judge_stack(pins: Mapping[str, str], installed: Mapping[str, str | None]) -> list[Finding]:
+    if not pins:
+        return [Finding("info", "stack", "pins unknown: trlstack is not installed as a package")]
+    present = {name: installed.get(name) for name in pins if installed.get(name)}
+    if not present:
+        return [
+            Finding(
+                "info",
+                "stack",
+                f"light install: none of {', '.join(pins)} is installed, so the CLI and tests run, "
+                "not the roles",
+                "use the image, or `uv sync --extra gpu`",
+            )
+        ]
+    findings = []
+    for name, pinned in pins.items():
+        version = installed.get(name)
+        if version == pinned:
+            findings.append(Finding("ok", "stack", f"{name} {version}"))
+        else:
+            seen = "not installed" if version is None else f"{version} installed"
+            findings.append(
+                Finding(
+                    "warn",
+                    "stack",
+                    f"{name}: {seen}, pinned {pinned}",
+                    "use the image, or `uv sync --extra gpu`",
+                )
+            )
+    return findings
+
+
+def judge(facts: Facts) -> list[Finding]:
+    """Every finding, in the order a user fixes them."""
+    return [
+        *judge_driver(facts.probe),
+        *judge_gpus(facts.probe, facts.cuda_visible_devices),
+        *judge_shm(facts.shm_bytes),
+        *judge_ports(facts.ports),
+        *judge_hf(facts),
+        *judge_stack(facts.pins, facts.installed),
+    ]
+
+
+def render(findings: list[Finding]) -> str:
+    lines = [f"trlstack doctor {__version__}"]
+    width = max(len(finding.topic) for finding in findings)
+    for finding in findings:
+        lines.append(f"{finding.level:<4}  {finding.topic:<{width}}  {finding.message}")
+        if finding.fix and finding.level != "ok":
+            lines.append(f"{'':<4}  {'':<{width}}  fix: {finding.fix}")
+    problems = [finding for finding in findings if finding.level in ("warn", "fail")]
+    lines.append(f"{len(problems)} problem{'' if len(problems) == 1 else 's'} found")
+    return "\n".join(lines) + "\n"
+
+
+def exit_code(findings: list[Finding], strict: bool) -> int:
+    """0 unless --strict and something is wrong: doctor reports, it does not gate, unless asked to."""
+    return int(strict and any(finding.level in ("warn", "fail") for finding in findings))
+
+
+# The edge: look at the machine. -----------------------------------------------------------------------------
+
+
+def hf_cache_dir(environ: Mapping[str, str], home: str) -> str:
+    """Where huggingface_hub keeps models: HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface."""
+    if environ.get("HF_HUB_CACHE"):
+        return environ["HF_HUB_CACHE"]
+    if environ.get("HF_HOME"):
+        return os.path.join(environ["HF_HOME"], "hub")
+    cache = environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    return os.path.join(cache, "huggingface", "hub")
+
+
+def port_problem(port: int) -> str | None:
+    """Why a server could not listen on 127.0.0.1:port, or None when it could."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and NCCL do
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as error:
+            return error.strerror or str(error)
+    return None
+
+
+def _existing_ancestor(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return path
+
+
+def gather_facts(ports: tuple[int, ...], environ: Mapping[str, str] | None = None) -> Facts:
+    import shutil
+
+    from trlstack.gpus import probe
+    from trlstack.stack import installed_version, pinned_stack
+
+    environ = os.environ if environ is None else environ
+    try:
+        stat = os.statvfs("/dev/shm")
+        shm_bytes: int | None = stat.f_frsize * stat.f_blocks
+    except OSError:
+        shm_bytes = None
+    cache = hf_cache_dir(environ, os.path.expanduser("~"))
+    anchor = _existing_ancestor(cache)
+    pins = pinned_stack()
+    return Facts(
+        probe=probe(),
+        cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        shm_bytes=shm_bytes,
+        ports={port: port_problem(port) for port in ports},
+        hf_cache=cache,
+        hf_cache_exists=os.path.isdir(cache),
+        hf_cache_writable=os.access(anchor, os.W_OK),
+        hf_cache_free_bytes=shutil.disk_usage(anchor).free,
+        hf_offline=environ.get("HF_HUB_OFFLINE"),
+        pins=pins,
+        installed={name: installed_version(name) for name in pins},
+    )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from trlstack.cli import add_port_settings
+
+    parser.description = (
+        "Check this machine for the stack: NVIDIA driver (CUDA 13 needs >= 580), GPUs and their compute "
+        "capability, /dev/shm, the vLLM ports, the Hugging Face cache and offline state, and the installed "
+        "versions against the pins. Exit 0 unless --strict."
+    )
+    add_port_settings(parser)
+    parser.add_argument("--strict", action="store_true", help="exit 1 when any warning or failure is found")
+
+
+def run(args: argparse.Namespace) -> int:
+    findings = judge(gather_facts((args.port, args.group_port)))
+    sys.stdout.write(render(findings))
+    return exit_code(findings, args.strict)

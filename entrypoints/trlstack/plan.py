@@ -1,0 +1,299 @@
+"""The GPU plan: which GPUs serve generations (vLLM) and which train (accelerate), and the sizes and ports
+that follow.
+
+`make_plan` is a pure function of the GPUs and the request; the renderers turn a plan into a table for people,
+the `.env` keys compose reads, or JSON. The two GPU sets are always disjoint: sharing a GPU is colocate mode.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu, describe_indices
+
+DEFAULT_PORT = 8000
+DEFAULT_GROUP_PORT = 51216
+FORMATS = ("table", "env", "json")
+COLOCATE_FIX = (
+    "to generate and train on the same GPU, run `train --vllm-mode colocate` instead of a vLLM server"
+)
+
+# The keys of `--format env`, in the order written; compose reads them from .env.
+ENV_KEYS = (
+    "SERVE_GPUS",
+    "TRAIN_GPUS",
+    "TENSOR_PARALLEL_SIZE",
+    "DATA_PARALLEL_SIZE",
+    "NUM_PROCESSES",
+    "VLLM_PORT",
+    "VLLM_GROUP_PORT",
+)
+ENV_HEADER = "# GPU plan written by `trlstack plan`"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Disjoint GPU sets for the vLLM server and the trainer, vLLM's parallel layout, and the two ports."""
+
+    serve: tuple[Gpu, ...]
+    train: tuple[Gpu, ...]
+    tensor_parallel_size: int
+    port: int = DEFAULT_PORT
+    group_port: int = DEFAULT_GROUP_PORT
+
+    @property
+    def data_parallel_size(self) -> int:
+        return len(self.serve) // self.tensor_parallel_size
+
+    @property
+    def num_processes(self) -> int:
+        return len(self.train)
+
+    @property
+    def serve_indices(self) -> tuple[int, ...]:
+        return tuple(gpu.index for gpu in self.serve)
+
+    @property
+    def train_indices(self) -> tuple[int, ...]:
+        return tuple(gpu.index for gpu in self.train)
+
+    def env(self) -> dict[str, str]:
+        """The `.env` keys; GPU lists comma-separated, as CUDA_VISIBLE_DEVICES and compose take them."""
+        values = (
+            ",".join(map(str, self.serve_indices)),
+            ",".join(map(str, self.train_indices)),
+            str(self.tensor_parallel_size),
+            str(self.data_parallel_size),
+            str(self.num_processes),
+            str(self.port),
+            str(self.group_port),
+        )
+        return dict(zip(ENV_KEYS, values, strict=True))
+
+
+def _check_port(flag: str, port: int) -> None:
+    if not 1 <= port <= 65535:
+        raise UsageError(f"{flag} {port} is out of range; choose a TCP port from 1 to 65535.")
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _pick(flag: str, indices: Sequence[int], by_index: Mapping[int, Gpu], machine: str) -> tuple[Gpu, ...]:
+    """The GPUs a flag names, in the order written; every one must exist, once."""
+    if not indices:
+        raise UsageError(f"{flag} is empty; name at least one GPU ({machine}).")
+    seen: set[int] = set()
+    for index in indices:
+        if index in seen:
+            raise UsageError(f"{flag} names GPU {index} twice; list each GPU once.")
+        seen.add(index)
+        if index not in by_index:
+            raise UsageError(f"{flag} names GPU {index}, which does not exist; {machine}.")
+    return tuple(by_index[index] for index in indices)
+
+
+def _split(
+    gpus: Sequence[Gpu],
+    serve_gpus: Sequence[int] | None,
+    train_gpus: Sequence[int] | None,
+    serve_count: int | None,
+) -> tuple[tuple[Gpu, ...], tuple[Gpu, ...]]:
+    by_index = {gpu.index: gpu for gpu in gpus}
+    machine = f"this machine has {len(gpus)} GPUs: {describe_indices(list(by_index))}"
+    if serve_count is not None:
+        if serve_gpus is not None or train_gpus is not None:
+            raise UsageError("give either --serve N or --serve-gpus/--train-gpus, not both.")
+        if not 1 <= serve_count < len(gpus):
+            raise UsageError(
+                f"--serve {serve_count} must leave at least one GPU on each side; "
+                f"{machine}, so choose --serve from 1 to {len(gpus) - 1}."
+            )
+        return tuple(gpus[:serve_count]), tuple(gpus[serve_count:])
+    if serve_gpus is None and train_gpus is None:
+        half = max(1, len(gpus) // 2)
+        return tuple(gpus[:half]), tuple(gpus[half:])
+    serve = _pick("--serve-gpus", serve_gpus, by_index, machine) if serve_gpus is not None else None
+    train = _pick("--train-gpus", train_gpus, by_index, machine) if train_gpus is not None else None
+    if serve is not None and train is not None:
+        shared = [gpu.index for gpu in serve if gpu in train]
+        if shared:
+            raise UsageError(
+                f"GPU {describe_indices(shared)} is in both --serve-gpus and --train-gpus; the server and "
+                f"the trainer need disjoint GPUs ({COLOCATE_FIX})."
+            )
+    elif serve is not None:
+        train = tuple(gpu for gpu in gpus if gpu not in serve)
+        if not train:
+            raise UsageError(
+                f"--serve-gpus {describe_indices(serve_gpus)} leaves no GPU to train on; {machine}: "
+                "keep at least one out of --serve-gpus."
+            )
+    else:
+        serve = tuple(gpu for gpu in gpus if gpu not in train)
+        if not serve:
+            raise UsageError(
+                f"--train-gpus {describe_indices(train_gpus)} leaves no GPU for the vLLM server; {machine}: "
+                "keep at least one out of --train-gpus."
+            )
+    return serve, train
+
+
+def make_plan(
+    gpus: Sequence[Gpu],
+    serve_gpus: Sequence[int] | None = None,
+    train_gpus: Sequence[int] | None = None,
+    serve_count: int | None = None,
+    tensor_parallel_size: int | None = None,
+    num_heads: int | None = None,
+    port: int = DEFAULT_PORT,
+    group_port: int = DEFAULT_GROUP_PORT,
+) -> Plan:
+    """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
+
+    With no split given, the server takes the first half (rounded down, at least one) and training the rest.
+    vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica per GPU).
+    """
+    _check_port("--port", port)
+    _check_port("--group-port", group_port)
+    if port == group_port:
+        raise UsageError(
+            f"--port and --group-port are both {port}; the HTTP API and the NCCL weight-transfer group "
+            "need different ports."
+        )
+    if len({gpu.index for gpu in gpus}) != len(gpus):
+        raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
+    if len(gpus) < 2:
+        found = "no GPU" if not gpus else "1 GPU"
+        raise UsageError(
+            f"a vLLM server plan needs at least 2 GPUs (one to generate, one to train), and there is "
+            f"{found}; {COLOCATE_FIX}, or pass --gpus N to plan for a machine with N GPUs."
+        )
+    serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
+
+    tp = 1 if tensor_parallel_size is None else tensor_parallel_size
+    if tp < 1:
+        raise UsageError(f"--tensor-parallel-size {tp} must be at least 1.")
+    if num_heads is not None and num_heads < 1:
+        raise UsageError(f"--num-heads {num_heads} must be at least 1 (the model's attention heads).")
+    if len(serve) % tp:
+        raise UsageError(
+            f"--tensor-parallel-size {tp} does not divide the {len(serve)} serving GPUs; choose one of "
+            f"{', '.join(map(str, _divisors(len(serve))))} (vLLM runs replicas of that many GPUs each)."
+        )
+    if num_heads is not None and num_heads % tp:
+        fitting = _divisors(math.gcd(len(serve), num_heads))
+        raise UsageError(
+            f"--tensor-parallel-size {tp} does not divide the model's {num_heads} attention heads; choose "
+            f"one of {', '.join(map(str, fitting))}."
+        )
+    return Plan(serve=serve, train=train, tensor_parallel_size=tp, port=port, group_port=group_port)
+
+
+def _summary(plan: Plan) -> str:
+    return (
+        f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
+        f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
+        f"training on GPUs {','.join(map(str, plan.train_indices))} ({plan.num_processes} processes)"
+    )
+
+
+def render_env(plan: Plan) -> str:
+    """The plan as `.env` lines for compose, under a comment header."""
+    lines = [f"{ENV_HEADER}: {_summary(plan)}."]
+    lines += [f"{key}={value}" for key, value in plan.env().items()]
+    return "\n".join(lines) + "\n"
+
+
+def merge_env(existing: str, plan: Plan) -> str:
+    """An existing .env with the plan's keys replaced and every other line the user wrote kept as it was."""
+    kept = [
+        line
+        for line in existing.splitlines()
+        if not line.startswith(ENV_HEADER) and line.split("=", 1)[0].strip() not in ENV_KEYS
+    ]
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept) + ("\n\n" if kept else "") + render_env(plan)
+
+
+def _gpu_details(plan: Plan) -> list[dict[str, object]]:
+    roles = [("serve", gpu) for gpu in plan.serve] + [("train", gpu) for gpu in plan.train]
+    return [
+        {
+            "index": gpu.index,
+            "role": role,
+            "uuid": gpu.uuid,
+            "name": gpu.name,
+            "compute_capability": gpu.capability,
+        }
+        for role, gpu in roles
+    ]
+
+
+def render_json(plan: Plan) -> str:
+    """The plan as JSON: the sizes, the .env keys, and each GPU's role (with UUID and name when known)."""
+    document = {
+        "serve_gpus": list(plan.serve_indices),
+        "train_gpus": list(plan.train_indices),
+        "tensor_parallel_size": plan.tensor_parallel_size,
+        "data_parallel_size": plan.data_parallel_size,
+        "num_processes": plan.num_processes,
+        "vllm_port": plan.port,
+        "vllm_group_port": plan.group_port,
+        "env": plan.env(),
+        "gpus": _gpu_details(plan),
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def render_table(plan: Plan) -> str:
+    """The plan for people: one line per role, then one per GPU when its name or UUID is known."""
+    rows = [
+        ("role", "CUDA_VISIBLE_DEVICES", "layout", "port"),
+        (
+            "serve",
+            plan.env()["SERVE_GPUS"],
+            f"vLLM tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}",
+            f"{plan.port} (HTTP API)",
+        ),
+        (
+            "train",
+            plan.env()["TRAIN_GPUS"],
+            f"accelerate, {plan.num_processes} process{'es' if plan.num_processes > 1 else ''}",
+            f"{plan.group_port} (NCCL weight transfer)",
+        ),
+    ]
+    lines = _columns(rows)
+    details = _gpu_details(plan)
+    if any(gpu["uuid"] or gpu["name"] for gpu in details):
+        gpu_rows = [("GPU", "role", "name", "capability", "UUID")]
+        gpu_rows += [
+            tuple(
+                "-" if gpu[key] is None else str(gpu[key])
+                for key in ("index", "role", "name", "compute_capability", "uuid")
+            )
+            for gpu in details
+        ]
+        lines += ["", *_columns(gpu_rows)]
+    return "\n".join(lines) + "\n"
+
+
+def render(plan: Plan, fmt: str) -> str:
+    """The plan in one of FORMATS."""
+    renderers = {"table": render_table, "env": render_env, "json": render_json}
+    if fmt not in renderers:
+        raise UsageError(f"unknown plan format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    return renderers[fmt](plan)
