@@ -13,11 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import NoReturn
 
 from trlstack import __version__
 from trlstack.errors import UsageError, run_main
-from trlstack.options import add_setting
+from trlstack.options import Parser, add_setting, port_number, positive_int
 
 # Commands in their own modules: name -> (module, one-line help). A module provides add_arguments(parser) and
 # run(args) -> int, and is imported only when its command runs. Register a new command by adding a line here.
@@ -31,45 +30,20 @@ MODULE_COMMANDS = {
 }
 
 
-class Parser(argparse.ArgumentParser):
-    """argparse, reporting bad arguments like every other user error: exit 1 and the fix named."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message}; see `{self.prog} --help`.")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a TCP port; choose one from 1 to 65535")
-    return value
-
-
 def add_port_settings(parser: argparse.ArgumentParser) -> None:
     """--port and --group-port, shared by `plan` and `doctor` with the roles' environment variables."""
     from trlstack.plan import DEFAULT_GROUP_PORT, DEFAULT_PORT
 
-    add_setting(parser, "--port", "TRLSTACK_VLLM_PORT", "vLLM HTTP port", default=DEFAULT_PORT, type=_port)
+    add_setting(
+        parser, "--port", "TRLSTACK_VLLM_PORT", "vLLM HTTP port", default=DEFAULT_PORT, type=port_number
+    )
     add_setting(
         parser,
         "--group-port",
         "TRLSTACK_VLLM_GROUP_PORT",
         "port of the NCCL group that moves weights from the trainer to vLLM",
         default=DEFAULT_GROUP_PORT,
-        type=_port,
+        type=port_number,
     )
 
 
@@ -85,23 +59,25 @@ def plan_arguments(parser: argparse.ArgumentParser) -> None:
         "compose reads, keeping every other line of an existing file."
     )
     parser.add_argument(
-        "--gpus", type=_positive, metavar="N", help="plan for N GPUs (default: detect this machine's)"
+        "--gpus", type=positive_int, metavar="N", help="plan for N GPUs (default: detect this machine's)"
     )
     split = parser.add_argument_group("split (default: half and half)")
     split.add_argument("--serve-gpus", metavar="SPEC", help="GPUs for vLLM, e.g. 0-3 (default: the rest)")
     split.add_argument("--train-gpus", metavar="SPEC", help="GPUs for training, e.g. 4-7 (default: the rest)")
-    split.add_argument("--serve", type=_positive, metavar="N", help="the first N GPUs serve, the rest train")
+    split.add_argument(
+        "--serve", type=positive_int, metavar="N", help="the first N GPUs serve, the rest train"
+    )
     add_setting(
         parser,
         "--tensor-parallel-size",
         "TRLSTACK_TENSOR_PARALLEL_SIZE",
         "GPUs per vLLM replica; must divide the serving GPUs and the model's attention heads",
         default=1,
-        type=_positive,
+        type=positive_int,
     )
     parser.add_argument(
         "--num-heads",
-        type=_positive,
+        type=positive_int,
         metavar="N",
         help="the model's attention heads, to check the tensor-parallel size",
     )
