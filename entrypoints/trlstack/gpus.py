@@ -107,7 +107,7 @@ def _known(text: str) -> str | None:
 def parse_nvidia_smi(text: str) -> list[Gpu]:
     """Parse `nvidia-smi --query-gpu=index,uuid,name[,compute_cap],driver_version --format=csv,noheader`."""
     gpus = []
-    for row in csv.reader(line for line in text.splitlines() if line.strip()):
+    for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
         fields = [field.strip() for field in row]
         if len(fields) == len(SMI_FIELDS):
             index, uuid, name, capability, driver = fields
