@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NoReturn
 
 from trlstack.errors import UsageError
@@ -106,3 +106,12 @@ def positive_float(raw: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{value} is not a positive number")
     return value
+
+
+def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []

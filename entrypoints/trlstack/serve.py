@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 from trlstack.command import Command, exec_command
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, visible_gpus
-from trlstack.options import Parser, add_setting, add_switch, port_number, positive_float, positive_int
+from trlstack.options import (
+    Parser,
+    add_setting,
+    add_switch,
+    port_number,
+    positive_float,
+    positive_int,
+    split_extra,
+)
 
 DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 DEFAULT_HOST = "127.0.0.1"
@@ -135,15 +143,6 @@ def dtype_name(raw: str) -> str:
     if raw not in DTYPES:
         raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(DTYPES)}")
     return raw
-
-
-def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """Own arguments before `--`, pass-through arguments after it."""
-    argv = list(argv)
-    if "--" in argv:
-        at = argv.index("--")
-        return argv[:at], argv[at + 1 :]
-    return argv, []
 
 
 def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:

@@ -1,0 +1,111 @@
+"""Before training: wait until the vLLM server answers /health, then check it can receive weights.
+
+TRL's trainer syncs weights into the server after every step through vLLM's dev-mode weight-transfer engine;
+a server started without it generates fine and fails only at the first sync, so check up front.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import urllib.error
+import urllib.request
+
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+from tqdm import tqdm
+
+from trlstack.errors import UsageError
+
+# Talk to the server directly: a proxy from the environment must not sit between trainer and server.
+_opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+class NotReady(Exception):
+    """The server did not answer /health with 200 yet; str() says what happened instead."""
+
+
+def get(url: str, timeout: float) -> tuple[int, bytes]:
+    """(HTTP status, body) of GET url; NotReady when nothing answers."""
+    try:
+        with _opener.open(url, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+    except (urllib.error.URLError, OSError) as error:
+        reason = getattr(error, "reason", error)
+        raise NotReady(str(reason)) from None
+
+
+def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> None:
+    """Poll base_url/health until it answers 200, with a progress line; UsageError after `timeout` s."""
+    url = f"{base_url.rstrip('/')}/health"
+    bar = tqdm(
+        total=round(timeout),
+        desc=f"waiting for the vLLM server at {url}",
+        unit="s",
+        bar_format="{desc}: {n}/{total} s {postfix}",
+        file=sys.stderr,
+        mininterval=1.0 if sys.stderr.isatty() else 30.0,
+    )
+
+    def probe_once() -> None:
+        status, _ = get(url, timeout=min(10.0, timeout))
+        if status != 200:
+            raise NotReady(f"HTTP {status}")
+
+    def show(state) -> None:
+        bar.n = min(round(state.seconds_since_start), bar.total)
+        bar.set_postfix_str(f"({state.outcome.exception()})", refresh=True)
+
+    retrying = Retrying(
+        stop=stop_after_delay(timeout),
+        wait=wait_fixed(interval),
+        retry=retry_if_exception_type(NotReady),
+        before_sleep=show,
+        reraise=True,
+    )
+    try:
+        retrying(probe_once)
+    except NotReady as last:
+        raise UsageError(
+            f"the vLLM server at {url} did not become healthy within {timeout:g} s (last: {last}). "
+            "Check that serve-vllm is running and its log shows no error (model download, out of "
+            "GPU memory), that --vllm-url (TRLSTACK_VLLM_URL) is its address and port as seen "
+            "from this machine or container, and for large models raise --health-timeout "
+            "(TRLSTACK_HEALTH_TIMEOUT)."
+        ) from None
+    finally:
+        bar.close()
+
+
+def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
+    """The server's weight-transfer config; UsageError naming the fix when it cannot receive weights."""
+    url = f"{base_url.rstrip('/')}/server_info?config_format=json"
+    try:
+        status, body = get(url, timeout)
+    except NotReady as error:
+        raise UsageError(
+            f"the vLLM server at {base_url} stopped answering ({error}) after /health was ok."
+        ) from None
+    if status == 404:
+        raise UsageError(
+            f"the vLLM server at {base_url} has no development endpoints (GET /server_info is 404), "
+            "which TRL uses to sync weights. Restart it with VLLM_SERVER_DEV_MODE=1 in its environment "
+            "(serve-vllm sets it)."
+        )
+    if status != 200:
+        raise UsageError(f"the vLLM server at {base_url} answered GET /server_info with HTTP {status}.")
+    try:
+        config = json.loads(body)["vllm_config"]["weight_transfer_config"]
+    except (ValueError, KeyError, TypeError):
+        raise UsageError(
+            f"the server at {base_url} answered /server_info without vllm_config.weight_transfer_config; "
+            "is it vLLM 0.25 (the version trl 1.16 talks to)?"
+        ) from None
+    if config is None:
+        raise UsageError(
+            f"the vLLM server at {base_url} has no weight-transfer engine, so TRL cannot send it new "
+            """weights. Restart it with --weight-transfer-config '{"backend": "nccl"}' """
+            "(serve-vllm passes it)."
+        )
+    return config

@@ -1,0 +1,111 @@
+"""Speed decisions for the trainer's GPUs: mixed precision and the attention implementation.
+
+Pure functions over GPU facts; what is installed or cached is asked through a function passed in, so the
+decision table can be tested (and reordered from benchmark results) without the GPU stack.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trlstack.gpus import Gpu
+
+# bf16 needs Ampere (compute capability 8.0) or newer; older GPUs train in fp16 with loss scaling.
+BF16_MIN_CAPABILITY = (8, 0)
+
+
+def precision(gpus: Sequence[Gpu], cpu: bool = False) -> tuple[str, str]:
+    """("bf16" | "fp16" | "fp32", why) for training on `gpus`, or on the CPU."""
+    if cpu:
+        return "fp32", "CPU run"
+    known = [gpu.compute_capability for gpu in gpus if gpu.compute_capability is not None]
+    if not known:
+        return "bf16", "compute capability unknown; assuming Ampere or newer, as CUDA 13 drivers are"
+    lowest = min(known)
+    shown = "{}.{}".format(*lowest)
+    if lowest >= BF16_MIN_CAPABILITY:
+        return "bf16", f"compute capability {shown} >= 8.0"
+    return "fp16", f"compute capability {shown} < 8.0 has no bf16"
+
+
+@dataclass(frozen=True)
+class Attention:
+    """One attention implementation and the GPUs it runs on (compute capability bounds, inclusive)."""
+
+    implementation: str  # transformers' attn_implementation: a Kernels Hub repo or a built-in name
+    min_capability: tuple[int, int] = (0, 0)
+    max_capability: tuple[int, int] = (99, 99)
+
+    @property
+    def from_hub(self) -> bool:
+        return "/" in self.implementation
+
+
+# Fastest first; the first one that fits every training GPU and is available wins. `sdpa` (PyTorch's fused
+# attention) always is. Hub kernels need no compilation; FA3 is built for Hopper only.
+ATTENTION_PREFERENCE: tuple[Attention, ...] = (
+    Attention("kernels-community/flash-attn3", min_capability=(9, 0), max_capability=(9, 0)),
+    Attention("kernels-community/flash-attn2", min_capability=(8, 0)),
+    Attention("sdpa"),
+)
+
+
+def choose_attention(
+    gpus: Sequence[Gpu],
+    unavailable: Callable[[str], str | None],
+    preference: Sequence[Attention] = ATTENTION_PREFERENCE,
+) -> tuple[str, list[str]]:
+    """The attention implementation for `gpus`, and a note for each faster one passed over and why.
+
+    `unavailable(implementation)` returns why a Hub kernel cannot be used here, or None when it can.
+    """
+    notes: list[str] = []
+    capabilities = [gpu.compute_capability for gpu in gpus]
+    for choice in preference:
+        if not choice.from_hub:
+            return choice.implementation, notes
+        if not capabilities or None in capabilities:
+            notes.append(f"{choice.implementation} skipped: compute capability unknown")
+            continue
+        if not all(choice.min_capability <= cap <= choice.max_capability for cap in capabilities):
+            continue  # not built for these GPUs; nothing to report
+        reason = unavailable(choice.implementation)
+        if reason is None:
+            return choice.implementation, notes
+        notes.append(f"{choice.implementation} skipped: {reason}")
+    return "sdpa", notes
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def kernel_cache_dirs(environ: Mapping[str, str]) -> list[Path]:
+    """Where `kernels` looks for downloaded kernels: KERNELS_CACHE, then the Hugging Face hub cache."""
+    dirs = []
+    if environ.get("KERNELS_CACHE"):
+        dirs.append(Path(environ["KERNELS_CACHE"]))
+    if environ.get("HF_HUB_CACHE"):
+        dirs.append(Path(environ["HF_HUB_CACHE"]))
+    else:
+        hf_home = environ.get("HF_HOME") or os.path.join(environ.get("HOME", "~"), ".cache", "huggingface")
+        dirs.append(Path(hf_home).expanduser() / "hub")
+    return dirs
+
+
+def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the Kernels Hub kernel `repo_id` cannot be loaded here, or None (cached, or downloadable)."""
+    environ = os.environ if environ is None else environ
+    if importlib.util.find_spec("kernels") is None:
+        return "the `kernels` package is not installed"
+    folder = repo_id.replace("/", "--")
+    for cache in kernel_cache_dirs(environ):
+        if any((cache / f"{kind}--{folder}").is_dir() for kind in ("kernels", "models")):
+            return None
+    if _truthy(environ.get("HF_HUB_OFFLINE")):
+        return "not in the kernel cache and HF_HUB_OFFLINE is set"
+    return None

@@ -1,0 +1,105 @@
+"""The training config: the user's YAML in TRL's format, checked against the recipe's keys, merged with
+what `train` decides (vLLM mode, precision, attention, resume), and written where the run writes.
+
+The user's file is never modified; the merged copy goes into output_dir, written atomically.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trlstack.errors import UsageError
+from trlstack.recipes import Recipe, accepted_keys
+
+MERGED_NAME = "trlstack-{recipe}.yaml"
+
+
+def load_config(path: Path) -> dict[str, Any]:
+    """The YAML mapping at `path`; UsageError naming the problem for a missing or malformed file."""
+    if not path.exists():
+        raise UsageError(
+            f"config file {path} does not exist. Pass --config (TRLSTACK_CONFIG) a YAML file in TRL's "
+            "format, or leave it out to use the recipe's bundled config."
+        )
+    if not path.is_file():
+        raise UsageError(f"config {path} is not a file; pass --config the path of a YAML file.")
+    try:
+        config = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        where = ""
+        mark = getattr(error, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(error, "problem", None) or str(error)
+        raise UsageError(f"config file {path} is not valid YAML{where}: {problem}. Fix the file.") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise UsageError(f"cannot read config file {path}: {error}.") from None
+    if not isinstance(config, dict):
+        raise UsageError(
+            f"config file {path} must be a YAML mapping of TRL config keys (e.g. `learning_rate: 1.0e-6`), "
+            f"not a {type(config).__name__}."
+        )
+    bad = [key for key in config if not isinstance(key, str)]
+    if bad:
+        raise UsageError(f"config file {path} has non-text keys {bad}; TRL config keys are field names.")
+    return config
+
+
+def check_keys(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
+    """UsageError naming every key the recipe's script would not accept, with the nearest valid names."""
+    accepted = accepted_keys(recipe.name)
+    unknown = sorted(set(config) - accepted)
+    if not unknown:
+        return
+    described = []
+    for key in unknown:
+        near = difflib.get_close_matches(key, accepted, n=1)
+        described.append(f"{key} (did you mean {near[0]}?)" if near else key)
+    raise UsageError(
+        f"{source} has keys the {recipe.name} script does not accept: {', '.join(described)}. "
+        f"Use field names of {recipe.describe_dataclasses()} (trl 1.16), or remove them."
+    )
+
+
+def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
+    """UsageError naming what a run cannot do without: a model, a dataset, and a judge of completions."""
+    missing = []
+    if not config.get("model_name_or_path"):
+        missing.append("model_name_or_path (or pass --model / TRLSTACK_MODEL)")
+    if not config.get("dataset_name") and not config.get("datasets"):
+        missing.append("dataset_name or datasets (or pass --dataset / TRLSTACK_DATASET)")
+    if not any(config.get(key) for key in recipe.reward_keys):
+        missing.append(" or ".join(recipe.reward_keys) + " (or pass --reward-model / TRLSTACK_REWARD_MODEL)")
+    if missing:
+        raise UsageError(f"{source} is missing required keys: {'; '.join(missing)}.")
+
+
+def merged_path(output_dir: str, recipe: Recipe) -> Path:
+    return Path(output_dir) / MERGED_NAME.format(recipe=recipe.name)
+
+
+def render(config: Mapping[str, Any], source: str) -> str:
+    header = f"# Written by `train` from {source}; edit that file (or pass flags), not this copy.\n"
+    return header + yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
