@@ -57,6 +57,12 @@ def describe_indices(indices: Sequence[int]) -> str:
     return ",".join(map(str, ordered))
 
 
+def describe_machine(gpus: Sequence[Gpu]) -> str:
+    """Say which GPUs there are, for error messages: "this machine has 4 GPUs: 0-3"."""
+    count = f"{len(gpus)} GPU" + ("" if len(gpus) == 1 else "s")
+    return f"this machine has {count}: {describe_indices([gpu.index for gpu in gpus])}"
+
+
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 
@@ -139,8 +145,7 @@ def select_visible(gpus: Sequence[Gpu], cuda_visible_devices: str | None) -> lis
     value = cuda_visible_devices.strip()
     if value in _HIDE_ALL:
         return []
-    present = describe_indices([gpu.index for gpu in gpus])
-    fix = f"this machine has GPUs {present}; fix or unset CUDA_VISIBLE_DEVICES"
+    fix = f"{describe_machine(gpus)}; fix or unset CUDA_VISIBLE_DEVICES"
     by_index = {gpu.index: gpu for gpu in gpus}
     chosen: list[Gpu] = []
     for entry in (entry.strip() for entry in value.split(",")):

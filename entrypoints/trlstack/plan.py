@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trlstack.errors import UsageError
-from trlstack.gpus import Gpu, describe_indices
+from trlstack.gpus import Gpu, describe_indices, describe_machine
 
 DEFAULT_PORT = 8000
 DEFAULT_GROUP_PORT = 51216
@@ -105,7 +105,7 @@ def _split(
     serve_count: int | None,
 ) -> tuple[tuple[Gpu, ...], tuple[Gpu, ...]]:
     by_index = {gpu.index: gpu for gpu in gpus}
-    machine = f"this machine has {len(gpus)} GPUs: {describe_indices(list(by_index))}"
+    machine = describe_machine(gpus)
     if serve_count is not None:
         if serve_gpus is not None or train_gpus is not None:
             raise UsageError("give either --serve N or --serve-gpus/--train-gpus, not both.")

@@ -126,7 +126,7 @@ def test_select_visible_follows_cuda_visible_devices_in_its_order(value, expecte
 @pytest.mark.parametrize(
     ("value", "message"),
     [
-        ("7", "names GPU 7, but this machine has GPUs 0-3"),
+        ("7", "names GPU 7, but this machine has 4 GPUs: 0-3"),
         ("0,0", "names GPU 0 twice"),
         ("1," + UUIDS[1], "names GPU 1 twice"),
         ("GPU-", "matches several GPUs"),
