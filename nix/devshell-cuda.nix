@@ -1,0 +1,54 @@
+# `nix develop .#cuda`: the default shell plus a CUDA 13 toolchain for building kernels: nvcc, CUDA_HOME with the
+# headers and libraries extensions link against, and the host compiler nvcc supports first on PATH.
+# The driver (libcuda) always comes from the host: on NixOS from /run/opengl-driver/lib (hardware.nvidia), which
+# this shell adds to LD_LIBRARY_PATH; on other distributions see README (nixGL, or a folder holding only libcuda).
+{
+  lib,
+  mkShell,
+  symlinkJoin,
+  cudaPackages_13,
+  devShell,
+  # The toolkit pieces merged into CUDA_HOME, by their cudaPackages names.
+  components ? [
+    "cuda_nvcc"
+    "cuda_cudart"
+    "cuda_cccl"
+    "cuda_nvrtc"
+    "libcublas"
+    "libcurand"
+    "libcusolver"
+    "libcusparse"
+  ],
+}:
+let
+  cudaPackages = cudaPackages_13;
+  # nixpkgs splits each piece into outputs (bin, dev, lib, ...); CUDA_HOME tools expect them in one tree.
+  allOutputs = p: map (output: p.${output}) (p.outputs or [ "out" ]);
+  cudaHome = symlinkJoin {
+    name = "cuda-home-${cudaPackages.cudaMajorMinorVersion}";
+    paths = lib.concatMap (name: allOutputs cudaPackages.${name}) components;
+  };
+  # The newest GCC this CUDA release accepts; nixpkgs' default compiler may be newer.
+  hostCompiler = cudaPackages.backendStdenv.cc;
+in
+mkShell {
+  name = "trlstack-cuda";
+  inputsFrom = [ devShell ];
+  packages = [ cudaHome ];
+  env = devShell.shellEnv // {
+    CUDA_HOME = "${cudaHome}";
+    CUDA_PATH = "${cudaHome}";
+    NVCC_CCBIN = "${hostCompiler}/bin/c++";
+    CUDAHOSTCXX = "${hostCompiler}/bin/c++";
+  };
+  shellHook = ''
+    export PATH=${hostCompiler}/bin:$PATH
+    if [ -d /run/opengl-driver/lib ]; then
+      export LD_LIBRARY_PATH=/run/opengl-driver/lib''${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+  '';
+  passthru = {
+    inherit cudaHome hostCompiler;
+    inherit (cudaPackages) cudaMajorMinorVersion;
+  };
+}

