@@ -49,6 +49,7 @@ SMOKE: dict[str, Any] = {
     "per_device_train_batch_size": 2,
     "gradient_accumulation_steps": 1,
     "gradient_checkpointing": False,
+    "warmup_steps": 0,
     "logging_steps": 1,
     "save_strategy": "steps",
     "save_steps": 1,
