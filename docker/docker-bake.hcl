@@ -1,0 +1,71 @@
+// Build entry for the trlstack image. From the repository root:
+//   UV_LOCK_SHA256=$(sha256sum uv.lock | cut -d' ' -f1) docker buildx bake -f docker/docker-bake.hcl
+// Every variable below can be set from the environment of the same name (see docker/README.md).
+
+variable "VERSION" { default = "0.1.0" }
+variable "IMAGE" { default = "trlstack" }
+// Stack versions the labels and the tag announce; the build fails unless uv.lock and the venv agree.
+variable "PYTHON_VERSION" { default = "3.13" }
+variable "TORCH_VERSION" { default = "2.11.0" }
+variable "VLLM_VERSION" { default = "0.25.0" }
+variable "TRL_VERSION" { default = "1.16.0" }
+variable "TRANSFORMERS_VERSION" { default = "5.17.0" }
+variable "CUDA_MAJOR" { default = "13" }
+// sha256 of uv.lock (bake cannot read files): the build checks it.
+variable "UV_LOCK_SHA256" { default = "" }
+// Base image: Debian trixie slim by digest; an air-gapped host passes a local image of the same release.
+variable "BASE_IMAGE" { default = "debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132" }
+// Private index or PyPI mirror.
+variable "UV_INDEX_URL" { default = "https://pypi.org/simple" }
+variable "PIP_INDEX_URL" { default = "https://pypi.org/simple" }
+// 1: bake the Kernels Hub attention kernels into the image (needs the Hub); 0: skip.
+variable "WITH_KERNEL_CACHE" { default = "1" }
+// CA bundle for TLS-intercepting proxies and a Hugging Face token file: BuildKit secrets, never in a layer.
+variable "CA_BUNDLE" { default = "" }
+variable "HF_TOKEN_FILE" { default = "" }
+
+function "minor" {
+  params = [version]
+  result = regex("^[0-9]+\\.[0-9]+", version)
+}
+
+group "default" {
+  targets = ["trlstack"]
+}
+
+target "_common" {
+  context    = "."
+  dockerfile = "docker/Dockerfile"
+  labels = {
+    "org.opencontainers.image.title"       = "trlstack"
+    "org.opencontainers.image.description" = "vLLM server and TRL trainers with the locked CUDA stack, one image for both roles"
+    "org.opencontainers.image.version"     = VERSION
+    "org.opencontainers.image.licenses"    = "Apache-2.0"
+    "org.opencontainers.image.base.name"   = BASE_IMAGE
+  }
+  args = {
+    BASE_IMAGE           = BASE_IMAGE
+    UV_INDEX_URL         = UV_INDEX_URL
+    PIP_INDEX_URL        = PIP_INDEX_URL
+    WITH_KERNEL_CACHE    = WITH_KERNEL_CACHE
+    PYTHON_VERSION       = PYTHON_VERSION
+    TORCH_VERSION        = TORCH_VERSION
+    VLLM_VERSION         = VLLM_VERSION
+    TRL_VERSION          = TRL_VERSION
+    TRANSFORMERS_VERSION = TRANSFORMERS_VERSION
+    UV_LOCK_SHA256       = UV_LOCK_SHA256
+  }
+  secret = concat(
+    CA_BUNDLE != "" ? ["id=ca,src=${CA_BUNDLE}"] : [],
+    HF_TOKEN_FILE != "" ? ["id=hf_token,src=${HF_TOKEN_FILE}"] : [],
+  )
+}
+
+target "trlstack" {
+  inherits = ["_common"]
+  target   = "runtime"
+  tags = [
+    "${IMAGE}:${VERSION}-torch${minor(TORCH_VERSION)}-vllm${minor(VLLM_VERSION)}-cu${CUDA_MAJOR}",
+    "${IMAGE}:latest",
+  ]
+}

@@ -1,0 +1,86 @@
+"""Session fixtures for the tests that need Docker: the engine and the trlstack image, built once per session.
+
+Without an engine these tests skip and say why; with CI=true they fail instead, because CI provisions the
+engine (scripts/docker-engine.sh). Settings (env):
+  TRLSTACK_IMAGE              tag of the test build (default trlstack:test)
+  TRLSTACK_BASE_IMAGE         base image, e.g. the local debootstrap image trlstack-base:trixie
+  TRLSTACK_CA_BUNDLE          CA bundle for a TLS-intercepting proxy, passed as a BuildKit secret
+  TRLSTACK_WITH_KERNEL_CACHE  1 bakes the Kernels Hub cache (default 0: tests never need the Hub)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BAKE_FILE = REPO / "docker" / "docker-bake.hcl"
+PROVISION_FIX = "run `bash scripts/docker-engine.sh` as root"
+
+
+def missing_engine() -> str | None:
+    """Why the Docker tests cannot run here, or None when the engine, buildx and compose all answer."""
+    if shutil.which("docker") is None:
+        return "no `docker` CLI on PATH"
+    for argv, what in (
+        (["docker", "info"], "no running Docker engine"),
+        (["docker", "buildx", "version"], "no buildx plugin"),
+        (["docker", "compose", "version"], "no compose plugin"),
+    ):
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            detail = (done.stderr or done.stdout).strip().splitlines()[-1:] or [""]
+            return f"{what} (`{' '.join(argv)}`: {detail[0]})"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> str:
+    """The docker CLI command, once the engine, buildx and compose answer."""
+    reason = missing_engine()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{reason}; CI provisions the engine, so this is an error: {PROVISION_FIX}")
+        pytest.skip(f"{reason}; {PROVISION_FIX}")
+    return "docker"
+
+
+def bake_env() -> dict[str, str]:
+    """Bake variables for a test build of docker/docker-bake.hcl, from the TRLSTACK_* settings."""
+    env = dict(os.environ)
+    env["UV_LOCK_SHA256"] = hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest()
+    env["WITH_KERNEL_CACHE"] = os.environ.get("TRLSTACK_WITH_KERNEL_CACHE", "0")
+    if base := os.environ.get("TRLSTACK_BASE_IMAGE"):
+        env["BASE_IMAGE"] = base
+    if ca := os.environ.get("TRLSTACK_CA_BUNDLE"):
+        env["CA_BUNDLE"] = ca
+    return env
+
+
+@pytest.fixture(scope="session")
+def trlstack_image(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Tag of the image built from this checkout; BuildKit's cache makes an up-to-date build seconds."""
+    tag = os.environ.get("TRLSTACK_IMAGE", "trlstack:test")
+    log = tmp_path_factory.mktemp("image") / "build.log"
+    argv = [
+        docker_engine,
+        "buildx",
+        "bake",
+        "-f",
+        str(BAKE_FILE),
+        "--progress=plain",
+        "--set",
+        f"trlstack.tags={tag}",
+        "trlstack",
+    ]
+    with log.open("w") as out:
+        done = subprocess.run(argv, cwd=REPO, env=bake_env(), stdout=out, stderr=subprocess.STDOUT)
+    if done.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-40:])
+        pytest.fail(f"image build failed ({' '.join(argv)}), full log {log}:\n{tail}")
+    return tag

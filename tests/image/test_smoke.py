@@ -1,0 +1,60 @@
+"""CPU smoke in the trlstack image: a real 2-step GRPO run on a tiny model made in the container, offline, and
+serve-vllm refusing fast and clearly on a machine without a GPU."""
+
+from __future__ import annotations
+
+import math
+import re
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+# TRL's per-step log lines: {'loss': ..., ...} (values may be quoted).
+LOSS = re.compile(r"'loss': '?(-?[0-9.]+(?:e[-+]?[0-9]+)?|nan|inf)'?")
+
+
+def docker_run(image: str, script: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run a bash script in a throwaway container without network: the smoke needs no Hub."""
+    argv = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "none",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        image,
+        "bash",
+        "-c",
+        script,
+    ]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def test_train_grpo_cpu_runs_two_real_steps(trlstack_image: str) -> None:
+    done = docker_run(
+        trlstack_image,
+        "set -e; trlstack tiny /tmp/smoke; "
+        "train grpo --cpu --model /tmp/smoke/model --dataset /tmp/smoke/dataset --output-dir /tmp/smoke/out; "
+        "ls /tmp/smoke/out",
+        timeout=900,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert "SMOKE RUN (--cpu)" in output
+    losses = [float(value) for value in LOSS.findall(output)]
+    assert len(losses) == 2, f"expected 2 logged GRPO steps, got {losses}:\n{output[-4000:]}"
+    assert all(math.isfinite(loss) for loss in losses), losses
+    assert re.search(r"^checkpoint-2$", done.stdout, re.M), f"no checkpoint of step 2:\n{done.stdout[-2000:]}"
+
+
+def test_serve_vllm_without_gpu_exits_fast_and_clearly(trlstack_image: str) -> None:
+    started = time.monotonic()
+    done = docker_run(trlstack_image, "serve-vllm", timeout=120)
+    elapsed = time.monotonic() - started
+    assert done.returncode == 1, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert "needs a CUDA GPU" in done.stderr, done.stderr[-2000:]
+    assert elapsed < 30, f"serve-vllm took {elapsed:.0f} s to refuse"

@@ -1,0 +1,204 @@
+"""Structure of the trlstack image: hadolint on the Dockerfiles, then container-structure-test with the
+static checks in trlstack.yaml plus checks rendered here from uv.lock, the image labels and the CA secret."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from packaging.markers import Marker
+
+REPO = Path(__file__).resolve().parents[2]
+STATIC_CONFIG = Path(__file__).with_name("trlstack.yaml")
+EXCLUDED = REPO / "docker" / "excluded-packages.txt"  # locked packages the image leaves out on purpose
+IMAGE_PYTHON = {
+    "python_version": "3.13",
+    "python_full_version": "3.13.5",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "os_name": "posix",
+}
+PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", re.S)
+
+pytestmark = pytest.mark.docker
+
+
+def tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        pytest.fail(f"`{name}` is missing: it comes with the dev group (`uv sync --frozen`)")
+    return path
+
+
+def test_dockerfiles_are_hadolint_clean() -> None:
+    dockerfiles = [REPO / "docker" / "Dockerfile", *sorted((REPO / "bench").glob("*.Dockerfile"))]
+    done = subprocess.run(
+        [tool("hadolint"), "--config", str(REPO / ".hadolint.yaml"), *map(str, dockerfiles)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def locked_versions() -> dict[str, str]:
+    """name -> version of every package the image's venv must hold: uv.lock for Python 3.13, less EXCLUDED."""
+    exported = subprocess.run(
+        [
+            tool("uv"),
+            "export",
+            "--frozen",
+            "--extra",
+            "gpu",
+            "--no-default-groups",
+            "--no-hashes",
+            "--no-emit-project",
+            "--no-header",
+            "--no-annotate",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    left_out = {line.split("#")[0].strip() for line in EXCLUDED.read_text().splitlines()} - {""}
+    versions = {}
+    for line in exported.splitlines():
+        requirement, _, marker = line.partition(";")
+        if "==" not in requirement or (marker.strip() and not Marker(marker.strip()).evaluate(IMAGE_PYTHON)):
+            continue
+        name, _, version = requirement.strip().partition("==")
+        versions[re.sub(r"[-_.]+", "-", name.split("[")[0]).lower()] = version
+    missing = left_out - set(versions)
+    assert not missing, f"{EXCLUDED.name} names packages uv.lock lacks: {missing}"
+    return {name: version for name, version in versions.items() if name not in left_out}
+
+
+# Runs inside the image: compares installed distributions with the lock, one line per difference.
+COMPARE = """
+import importlib.metadata as m, json, re, sys
+want = json.loads(sys.argv[1])
+have = {re.sub(r"[-_.]+", "-", d.metadata["Name"]).lower(): d.version for d in m.distributions()}
+have.pop("trlstack", None)
+bad = [f"{n}: lock {want.get(n)} installed {have.get(n)}" for n in sorted(set(want) | set(have))
+       if want.get(n) != have.get(n)]
+print("\\n".join(bad) or f"lock matches: {len(want)} packages")
+"""
+
+
+def ca_checks(image: str) -> list[dict]:
+    """The proxy CA bundle was a build secret: none of the certificates it adds may be left in the image."""
+    bundle = os.environ.get("TRLSTACK_CA_BUNDLE")
+    if not bundle:
+        return []
+    secret = set(PEM.findall(Path(bundle).read_text()))
+    shipped = subprocess.run(
+        ["docker", "run", "--rm", "--entrypoint", "cat", image, "/etc/ssl/certs/ca-certificates.crt"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    build_only = secret - set(PEM.findall(shipped.stdout))
+    assert build_only, (
+        f"every certificate of {bundle} is in the image's CA bundle: the build secret reached a layer "
+        "(or it adds nothing to Debian's roots; then leave TRLSTACK_CA_BUNDLE unset)"
+    )
+    # A distinctive line from the middle of each build-only certificate.
+    needles = [cert.splitlines()[len(cert.splitlines()) // 2] for cert in sorted(build_only)]
+    pattern = "|".join(re.escape(n) for n in needles)
+    return [
+        {
+            "name": "no CA certificate from the build secret in the image",
+            "command": "bash",
+            "args": [
+                "-c",
+                'grep -rlF -e "$0" /etc /root /home /cache /tmp /usr/local /usr/share/ca-certificates '
+                "/opt/trlstack/kernels $(python -c 'import certifi; print(certifi.where())' 2>/dev/null); "
+                "test $? -eq 1",
+                "\n".join(needles),
+            ],
+            "exitCode": 0,
+            "excludedOutput": [pattern],
+        }
+    ]
+
+
+def rendered_config(image: str) -> dict:
+    versions = locked_versions()
+    labels = json.loads(
+        subprocess.run(
+            ["docker", "image", "inspect", "--format", "{{json .Config.Labels}}", image],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
+    lock_sha = hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest()
+    cached = labels.get("org.trlstack.kernel-cache")
+    kernel_check = (
+        # Label 1: the lock and downloaded kernel builds are there.
+        "test -s $KERNELS_CACHE/kernels.lock && find $KERNELS_CACHE -name '*.so' | grep -q ."
+        if cached == "1"
+        # Label 0: the folder is empty, so nothing pretends to be cached.
+        else 'test -z "$(ls -A $KERNELS_CACHE)"'
+    )
+    return {
+        "schemaVersion": "2.0.0",
+        "metadataTest": {
+            "labels": [
+                {"key": f"org.trlstack.{name}.version", "value": versions[name]}
+                for name in ("torch", "vllm", "trl", "transformers")
+            ]
+            + [
+                {"key": "org.trlstack.python.version", "value": "3.13"},
+                {"key": "org.trlstack.uv-lock.sha256", "value": lock_sha},
+            ]
+        },
+        "commandTests": [
+            {
+                "name": "installed distributions equal uv.lock",
+                "command": "python",
+                "args": ["-c", COMPARE, json.dumps(versions)],
+                "expectedOutput": [f"^lock matches: {len(versions)} packages$"],
+            },
+            {
+                "name": f"kernel cache matches its label ({cached})",
+                "command": "bash",
+                "args": ["-c", kernel_check],
+                "exitCode": 0,
+            },
+            *ca_checks(image),
+        ],
+    }
+
+
+def test_image_structure(trlstack_image: str, tmp_path: Path) -> None:
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump(rendered_config(trlstack_image), sort_keys=False))
+    done = subprocess.run(
+        [
+            tool("container-structure-test"),
+            "test",
+            "--image",
+            trlstack_image,
+            "--config",
+            str(STATIC_CONFIG),
+            "--config",
+            str(rendered),
+            "--output",
+            "text",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-8000:] + done.stderr[-2000:]
+    assert "FAIL" not in done.stdout
