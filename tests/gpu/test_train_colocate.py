@@ -1,0 +1,45 @@
+"""`train grpo --vllm-mode colocate` on one GPU: vLLM generates inside the trainer's process for 5 real steps.
+
+Server mode needs a second GPU (NCCL refuses two ranks on one device): tests/gpu/test_two_gpu_server.py.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+from gpu_env import missing
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
+
+STEPS = 5
+
+
+def test_grpo_colocate_trains_five_steps_with_finite_loss_and_rewards(tiny, tmp_path):
+    output = tmp_path / "out"
+    log = tmp_path / "train.log"
+    env = {**os.environ, "VLLM_USE_FLASHINFER_SAMPLER": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "0")}
+    argv = [
+        "train", "grpo", "--vllm-mode", "colocate", "--model", str(tiny / "model"),
+        "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--",
+        "--max_steps", str(STEPS), "--save_steps", str(STEPS), "--logging_steps", "1",
+        "--per_device_train_batch_size", "8", "--num_generations", "8", "--max_completion_length", "32",
+        "--vllm_gpu_memory_utilization", "0.3", "--reward_funcs", "accuracy_reward",
+    ]  # fmt: skip
+    with log.open("w") as sink:
+        done = subprocess.run(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
+    text = log.read_text()
+    assert done.returncode == 0, text[-4000:]
+
+    state = json.loads((output / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
+    rows = [row for row in state["log_history"] if "loss" in row]
+    assert [row["step"] for row in rows] == list(range(1, STEPS + 1))
+    for row in rows:
+        assert math.isfinite(row["loss"]), row
+        assert math.isfinite(row["reward"]), row
+        assert row["completions/mean_length"] > 0, row
+        # Logged only when vLLM sampled the completions: its log-probs against the trainer's.
+        assert math.isfinite(row["sampling/sampling_logp_difference/mean"]), row
