@@ -28,13 +28,18 @@ class Command:
         return " ".join([*assignments, *map(shlex.quote, self.argv)])
 
 
-def exec_command(command: Command, environ: Mapping[str, str] | None = None) -> None:
-    """Replace this process with `command`; a UsageError, before anything starts, if it is missing."""
+def require_program(command: Command) -> None:
+    """UsageError, before anything starts, when the command's program is not installed."""
     program = command.argv[0]
     if shutil.which(program) is None:
         raise UsageError(
             f"`{program}` is not on PATH. Install the GPU stack (`pip install 'trlstack[gpu]'`) or run "
             "inside the trlstack image."
         )
+
+
+def exec_command(command: Command, environ: Mapping[str, str] | None = None) -> None:
+    """Replace this process with `command`."""
+    require_program(command)
     environ = os.environ if environ is None else environ
-    os.execvpe(program, command.argv, {**environ, **command.env})
+    os.execvpe(command.argv[0], command.argv, {**environ, **command.env})

@@ -11,7 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 
-from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_fixed
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 from tqdm import tqdm
 
 from trlstack.errors import UsageError
@@ -37,7 +37,10 @@ def get(url: str, timeout: float) -> tuple[int, bytes]:
 
 
 def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> None:
-    """Poll base_url/health until it answers 200, with a progress line; UsageError after `timeout` s."""
+    """Poll base_url/health until it answers 200, with a progress line; UsageError after `timeout` s.
+
+    Retries come quickly at first (a server that is nearly up is noticed at once), then every `interval` s.
+    """
     url = f"{base_url.rstrip('/')}/health"
     bar = tqdm(
         total=round(timeout),
@@ -59,7 +62,7 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> Non
 
     retrying = Retrying(
         stop=stop_after_delay(timeout),
-        wait=wait_fixed(interval),
+        wait=wait_exponential(multiplier=0.25, max=interval),  # quick at first, then every `interval` s
         retry=retry_if_exception_type(NotReady),
         before_sleep=show,
         reraise=True,

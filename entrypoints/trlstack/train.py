@@ -19,7 +19,7 @@ from typing import Any
 
 from trlstack import policy, trainconfig
 from trlstack.checkpoints import newest_checkpoint
-from trlstack.command import Command, exec_command
+from trlstack.command import Command, exec_command, require_program
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
@@ -416,6 +416,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
             )
             return 0
+        require_program(launch.command)
         if settings.mode == "server":
             health.wait_for_health(settings.vllm_url, settings.health_timeout)
             health.check_weight_transfer(settings.vllm_url)

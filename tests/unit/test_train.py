@@ -1,0 +1,327 @@
+"""train: the exact accelerate command and merged config for each layout and mode, the order of side effects,
+and bad input that starts nothing (no exec, no file written)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+from trlstack import train
+from trlstack.gpus import Gpu
+from trlstack.plan import make_plan
+from trlstack.recipes import RECIPES
+from trlstack.train import TrainSettings, build_launch, check_overlap
+
+GRPO = yaml.safe_load(RECIPES["grpo"].bundled_config.read_text())
+
+
+def gpus(n, capability=(9, 0)):
+    return [Gpu(i, uuid=f"GPU-{i:04d}", compute_capability=capability) for i in range(n)]
+
+
+def launch_tail(module="trl.scripts.grpo", config="outputs/grpo/trlstack-grpo.yaml"):
+    return ["-m", module, "--config", config]
+
+
+@pytest.mark.parametrize(("machine_gpus", "train_gpus"), [(2, 1), (4, 2), (8, 4)])
+def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
+    plan = make_plan(gpus(machine_gpus))
+    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
+    multi = ["--multi_gpu"] if train_gpus > 1 else []
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", str(train_gpus), *multi,
+        "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no",
+        *launch_tail(),
+    ]  # fmt: skip
+    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1"}
+    assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
+
+
+def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
+    settings = TrainSettings(
+        recipe="grpo", vllm_url="http://vllm:8000", vllm_group_port=51300, host_ip="trainer"
+    )
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4))
+    config = launch.config
+    assert {key: config[key] for key in GRPO if key != "output_dir"} == {
+        key: value for key, value in GRPO.items() if key != "output_dir"
+    }
+    assert config["use_vllm"] is True
+    assert config["vllm_mode"] == "server"
+    assert config["vllm_server_base_url"] == "http://vllm:8000"
+    assert config["vllm_group_port"] == 51300
+    assert (config["bf16"], config["fp16"]) == (True, False)
+    assert config["model_init_kwargs"] == {"attn_implementation": "kernels-community/flash-attn3"}
+    assert launch.command.env == {"VLLM_HOST_IP": "trainer"}
+    assert "resume_from_checkpoint" not in config
+
+
+def test_rloo_and_online_dpo_run_their_scripts():
+    rloo = build_launch(TrainSettings(recipe="rloo"), {"model_name_or_path": "m", "dataset_name": "d",
+                        "reward_funcs": ["accuracy_reward"]}, "c", gpus(2))  # fmt: skip
+    assert rloo.command.argv[-4:] == launch_tail("trl.scripts.rloo", "outputs/rloo/trlstack-rloo.yaml")
+    config = {"model_name_or_path": "m", "dataset_name": "d", "reward_model_path": "r"}
+    dpo = build_launch(TrainSettings(recipe="online-dpo"), config, "c", gpus(2))
+    assert dpo.command.argv[-4:] == launch_tail(
+        "trlstack.recipes.online_dpo", "outputs/online-dpo/trlstack-online-dpo.yaml"
+    )
+    assert dpo.command.env["TRL_EXPERIMENTAL_SILENCE"] == "1"
+
+
+def test_colocate_mode_needs_no_server():
+    launch = build_launch(TrainSettings(recipe="grpo", vllm_mode="colocate"), GRPO, "c", gpus(1))
+    assert launch.config["vllm_mode"] == "colocate"
+    assert "vllm_server_base_url" not in launch.config
+    assert launch.command.env == {}
+    assert launch.command.argv[:4] == ["accelerate", "launch", "--num_processes", "1"]
+
+
+def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
+    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d")
+    launch = build_launch(settings, GRPO, "c", [])
+    assert launch.command.argv == [
+        "accelerate", "launch", "--cpu", "--num_processes", "1",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
+    ]  # fmt: skip
+    config = launch.config
+    assert config["model_name_or_path"] == "/tmp/m"
+    assert config["dataset_name"] == "/tmp/d"
+    assert (config["use_vllm"], config["use_cpu"], config["bf16"], config["fp16"]) == (
+        False,
+        True,
+        False,
+        False,
+    )
+    assert config["max_steps"] == 2
+    assert config["num_generations"] == 2
+    assert config["per_device_train_batch_size"] == 2
+    assert config["model_init_kwargs"] == {"attn_implementation": "sdpa"}
+
+
+def test_pre_ampere_gpus_train_in_fp16():
+    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2, capability=(7, 5)))
+    assert (launch.config["bf16"], launch.config["fp16"]) == (False, True)
+    assert launch.command.argv[launch.command.argv.index("--mixed_precision") + 1] == "fp16"
+    assert launch.config["model_init_kwargs"] == {"attn_implementation": "sdpa"}
+
+
+def test_the_users_precision_and_attention_win():
+    config = {**GRPO, "fp16": True, "bf16": False, "model_init_kwargs": {"attn_implementation": "eager"}}
+    launch = build_launch(TrainSettings(recipe="grpo"), config, "mine.yaml", gpus(2))
+    assert (launch.config["bf16"], launch.config["fp16"]) == (False, True)
+    assert launch.config["model_init_kwargs"] == {"attn_implementation": "eager"}
+    assert "precision fp16 (set in mine.yaml)" in launch.notes
+
+
+def test_a_missing_hub_kernel_falls_back_with_a_note():
+    def unavailable(name):
+        return "not in the kernel cache and HF_HUB_OFFLINE is set"
+
+    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2), unavailable=unavailable)
+    assert launch.config["model_init_kwargs"]["attn_implementation"] == "sdpa"
+    assert launch.notes[-3:] == [
+        "attention: kernels-community/flash-attn3 skipped: not in the kernel cache and HF_HUB_OFFLINE is set",
+        "attention: kernels-community/flash-attn2 skipped: not in the kernel cache and HF_HUB_OFFLINE is set",
+        "attention sdpa",
+    ]
+
+
+def test_overrides_replace_model_dataset_reward_model_and_output_dir():
+    config = {**GRPO, "datasets": [{"path": "other"}]}
+    settings = TrainSettings(
+        recipe="grpo", model="m", dataset="d", reward_model="r", output_dir="/out/run1", num_processes=2
+    )
+    launch = build_launch(settings, config, "c", gpus(4))
+    assert launch.config["model_name_or_path"] == "m"
+    assert launch.config["dataset_name"] == "d"
+    assert "datasets" not in launch.config
+    assert launch.config["reward_model_name_or_path"] == "r"
+    assert launch.config["output_dir"] == "/out/run1"
+    assert launch.config_path == Path("/out/run1/trlstack-grpo.yaml")
+    assert launch.command.argv[2:5] == ["--num_processes", "2", "--multi_gpu"]
+
+
+def test_extra_arguments_go_to_the_trl_script():
+    launch = build_launch(TrainSettings(recipe="grpo", extra=["--seed", "7"]), GRPO, "c", gpus(1))
+    assert launch.command.argv[-2:] == ["--seed", "7"]
+
+
+def test_resume_from_the_newest_checkpoint_unless_the_user_chose_one():
+    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(1), checkpoint=Path("o/checkpoint-9"))
+    assert launch.config["resume_from_checkpoint"] == "o/checkpoint-9"
+    assert "resuming from o/checkpoint-9" in launch.notes
+    mine = {**GRPO, "resume_from_checkpoint": "o/checkpoint-3"}
+    launch = build_launch(TrainSettings(recipe="grpo"), mine, "c", gpus(1), checkpoint=Path("o/checkpoint-9"))
+    assert launch.config["resume_from_checkpoint"] == "o/checkpoint-3"
+
+
+def test_overlap_is_judged_by_uuid():
+    machine = gpus(4)
+    check_overlap(machine[2:], [0, 1], machine)
+    with pytest.raises(
+        train.UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"
+    ):
+        check_overlap(machine[1:], [0, 1], machine)
+
+
+# main(): the side effects, in order.
+
+
+def write(path: Path, config: dict) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def run_dir(tmp_path, clean_env):
+    clean_env.chdir(tmp_path)
+    return tmp_path
+
+
+def test_main_waits_checks_writes_and_execs(
+    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
+):
+    machine(gpus(8))
+    mine = write(run_dir / "mine.yaml", {**GRPO, "learning_rate": 3e-6})
+    vllm_server.health_failures = 1
+    on_path("accelerate")
+    clean_env.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    clean_env.setenv("VLLM_HOST_IP", "10.0.0.9")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--config", str(mine), "--serve-gpus", "0-3", "--health-timeout", "30"])
+    [(program, argv, child_env)] = exec_calls
+    assert program == "accelerate"
+    assert argv == [
+        "accelerate", "launch", "--num_processes", "4", "--multi_gpu",
+        "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", *launch_tail(),
+    ]  # fmt: skip
+    assert child_env["VLLM_HOST_IP"] == "10.0.0.9"
+    assert vllm_server.requests == ["/health", "/health", "/server_info?config_format=json"]
+    merged = yaml.safe_load((run_dir / "outputs/grpo/trlstack-grpo.yaml").read_text())
+    assert merged["learning_rate"] == 3e-6
+    assert merged["vllm_server_base_url"] == vllm_server.url
+    assert yaml.safe_load(mine.read_text())["learning_rate"] == 3e-6  # the user's file is untouched
+    assert not [p for p in (run_dir / "outputs/grpo").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, exec_calls, capsys):
+    output = run_dir / "outputs/grpo"
+    for step in (2, 10):
+        (output / f"checkpoint-{step}").mkdir(parents=True)
+        (output / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
+    (output / "checkpoint-12").mkdir()  # a crash while saving
+    on_path("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d"])
+    err = capsys.readouterr().err
+    assert "SMOKE RUN (--cpu)" in err
+    assert "resuming from outputs/grpo/checkpoint-10" in err
+    assert "checkpoint-12 is incomplete" in err
+    merged = yaml.safe_load((output / "trlstack-grpo.yaml").read_text())
+    assert merged["resume_from_checkpoint"] == "outputs/grpo/checkpoint-10"
+    assert (output / "checkpoint-12").is_dir()
+
+
+def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, on_path, exec_calls, closed_port):
+    machine(gpus(1))
+    on_path("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--vllm-mode", "colocate", "--vllm-url", f"http://127.0.0.1:{closed_port}"])
+    assert exec_calls[0][1][:4] == ["accelerate", "launch", "--num_processes", "1"]
+
+
+def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, capsys, no_exec):
+    assert train.main(["rloo", "--gpus", "4", "--print-command"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu --num_machines 1 "
+        "--mixed_precision bf16 --dynamo_backend no -m trl.scripts.rloo "
+        "--config outputs/rloo/trlstack-rloo.yaml"
+    )
+    assert "#   vllm_mode: server" in out
+    assert not (run_dir / "outputs").exists()
+
+
+# Bad input: exit 1, the message, nothing exec'd and no merged config written.
+
+UNREACHABLE = "did not become healthy within 1 s"
+BAD_INPUT = [
+    (["pretrain"], {}, "unknown recipe 'pretrain'; choose one of grpo, rloo, online-dpo"),
+    ([], {}, "name a recipe: train RECIPE, one of grpo, rloo, online-dpo"),
+    ([], {"TRLSTACK_RECIPE": "ppo"}, "unknown recipe 'ppo'"),
+    (["grpo", "--config", "absent.yaml"], {}, "config file absent.yaml does not exist"),
+    (["grpo", "--config", "broken.yaml"], {}, "is not valid YAML at line 3, column 1: expected ',' or ']'"),
+    (["grpo", "--config", "list.yaml"], {}, "must be a YAML mapping of TRL config keys"),
+    (["grpo", "--config", "typo.yaml"], {}, "learning_rat (did you mean learning_rate?)"),
+    (["rloo", "--config", "typo.yaml"], {}, "keys the rloo script does not accept"),
+    (["grpo", "--config", "no_model.yaml"], {}, "missing required keys: model_name_or_path (or pass --model"),
+    (["grpo", "--config", "no_data.yaml"], {}, "dataset_name or datasets (or pass --dataset"),
+    (["online-dpo", "--config", "no_data.yaml"], {}, "reward_model_path or reward_funcs"),
+    (["grpo", "--config", "bad_kwargs.yaml"], {}, "model_init_kwargs must be a mapping"),
+    (["grpo"], {"CUDA_VISIBLE_DEVICES": ""}, "train needs a CUDA GPU and none is visible"),
+    (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, UNREACHABLE),
+    (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, "raise --health-timeout"),
+    (["grpo"], {"TRLSTACK_VLLM_URL": "no_weight_transfer"}, "has no weight-transfer engine"),
+    (["grpo"], {"TRLSTACK_VLLM_URL": "no_dev_mode"}, "Restart it with VLLM_SERVER_DEV_MODE=1"),
+    (
+        ["grpo", "--serve-gpus", "0-1"],
+        {"CUDA_VISIBLE_DEVICES": "1,2"},
+        "which --serve-gpus gives the vLLM server",
+    ),
+    (["grpo", "--serve-gpus", "6"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus names GPU 6"),
+    (["grpo", "--serve-gpus", "0-"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus '0-'"),
+    (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
+    (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
+    (["grpo", "--cpu", "--num-processes", "2"], {}, "--cpu runs one process"),
+    (["grpo", "--num-processes", "3"], {"CUDA_VISIBLE_DEVICES": "0,1"}, "--num-processes 3 needs a GPU each"),
+    (["grpo", "--vllm-mode", "remote"], {}, "'remote' is not one of server, colocate"),
+    (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "soon"}, "TRLSTACK_HEALTH_TIMEOUT='soon' is not valid"),
+    (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "-5"}, "TRLSTACK_HEALTH_TIMEOUT='-5' is not valid"),
+    (["grpo"], {"TRLSTACK_VLLM_URL": "localhost:8000"}, "is not an http(s)://HOST:PORT URL"),
+    (["grpo"], {"TRLSTACK_VLLM_GROUP_PORT": "0"}, "TRLSTACK_VLLM_GROUP_PORT='0' is not valid"),
+    (["grpo", "--vllm-group-port", "8000"], {}, "is the server's HTTP port in --vllm-url"),
+    (["grpo"], {"TRLSTACK_CPU": "perhaps"}, "TRLSTACK_CPU='perhaps' is not valid for --cpu"),
+    (["grpo"], {"VLLM_HOST_IP": "http://10.0.0.1"}, "is not an IP address or host name"),
+    (["grpo", "--gpus", "2"], {}, "--gpus N only describes another machine"),
+    (["grpo"], {"CUDA_VISIBLE_DEVICES": "GPU-nope"}, "CUDA_VISIBLE_DEVICES='GPU-nope'"),
+    (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
+    (["grpo", "--cpu"], {"PATH": ""}, "`accelerate` is not on PATH"),
+]
+
+CONFIGS = {
+    "broken.yaml": "model_name_or_path: m\nreward_funcs: [accuracy_reward\n",
+    "list.yaml": "- model_name_or_path\n- dataset_name\n",
+    "typo.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nlearning_rat: 0.1\n",
+    "no_model.yaml": "dataset_name: d\nreward_funcs: [accuracy_reward]\n",
+    "no_data.yaml": "model_name_or_path: m\n",
+    "bad_kwargs.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nmodel_init_kwargs: [1]\n",
+}
+
+
+@pytest.mark.parametrize(("argv", "env", "message"), BAD_INPUT)
+def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
+    run_dir, clean_env, machine, on_path, capsys, no_exec, vllm_server, closed_port, argv, env, message
+):
+    import json
+
+    machine(gpus(4))
+    for name, text in CONFIGS.items():
+        (run_dir / name).write_text(text)
+    servers = {"closed": f"http://127.0.0.1:{closed_port}"}
+    servers["no_weight_transfer"] = servers["no_dev_mode"] = vllm_server.url
+    if env.get("TRLSTACK_VLLM_URL") == "no_weight_transfer":
+        body = {"vllm_config": {"weight_transfer_config": None}}
+        vllm_server.server_info = (200, json.dumps(body).encode())
+    if env.get("TRLSTACK_VLLM_URL") == "no_dev_mode":
+        vllm_server.server_info = (404, b'{"detail": "Not Found"}')
+    clean_env.setenv("PATH", str(run_dir))
+    on_path("accelerate")  # a stand-in that never runs: exec is refused
+    for name, value in env.items():
+        clean_env.setenv(name, servers.get(value, value))
+    assert train.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "train: error: " in err
+    assert message in err
+    assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
