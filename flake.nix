@@ -1,10 +1,10 @@
 # trlstack for Nix users: the contributor toolchain, driven by the same uv.lock as the images.
-# This file is an index; each artifact lives in nix/<artifact>.nix and is called with callPackage.
+# This file is an index: each artifact lives in nix/<artifact>.nix, called with callPackage.
 {
   description = "trlstack: TRL's training speed-ups on any GPU machine (dev shells, CLI, checks)";
 
-  # CUDA is unfree, so cache.nixos.org holds none of it; these caches do. Nix asks before using them
-  # unless the user trusts them (see README).
+  # CUDA is unfree, so cache.nixos.org holds none of it; these caches do. Nix uses them only for
+  # users who trust them (see README).
   nixConfig = {
     extra-substituters = [
       "https://cache.nixos-cuda.org"
@@ -75,7 +75,11 @@
     in
     {
       devShells = forAllSystems (
-        { system, pkgs, pythonSet }:
+        {
+          system,
+          pkgs,
+          pythonSet,
+        }:
         rec {
           default = pkgs.callPackage ./nix/devshell.nix { inherit workspace pythonSet; };
           cuda =
@@ -94,14 +98,22 @@
       );
 
       packages = forAllSystems (
-        { pkgs, pythonSet, ... }:
+        {
+          pkgs,
+          pythonSet,
+          ...
+        }:
         {
           default = pkgs.callPackage ./nix/package.nix { inherit pyproject-nix pythonSet; };
         }
       );
 
       checks = forAllSystems (
-        { pkgs, pythonSet, ... }:
+        {
+          pkgs,
+          pythonSet,
+          ...
+        }:
         pkgs.callPackage ./nix/checks.nix {
           inherit pythonSet;
           src = ./.;

@@ -1,5 +1,6 @@
-# `nix flake check`: the light unit tests on the locked light set plus the dev group, Python style (ruff, configured
-# in pyproject.toml) and Nix style (nixfmt). Each runs in a writable copy of the source tree.
+# `nix flake check`: the light unit tests on the locked light set plus the dev group, Python style
+# (ruff, configured in pyproject.toml) and Nix style (nixfmt). Each runs in a writable copy of the
+# source tree.
 {
   runCommand,
   nixfmt,

@@ -1,7 +1,9 @@
-# `nix develop .#cuda`: the default shell plus a CUDA 13 toolchain for building kernels: nvcc, CUDA_HOME with the
-# headers and libraries extensions link against, and the host compiler nvcc supports first on PATH.
-# The driver (libcuda) always comes from the host: on NixOS from /run/opengl-driver/lib (hardware.nvidia), which
-# this shell adds to LD_LIBRARY_PATH; on other distributions see README (nixGL, or a folder holding only libcuda).
+# `nix develop .#cuda`: the default shell plus a CUDA 13 toolchain for building kernels: nvcc,
+# CUDA_HOME with the headers and libraries extensions link against, and the host compiler this
+# CUDA release supports first on PATH.
+# The driver (libcuda) always comes from the host. On NixOS it is in /run/opengl-driver/lib
+# (hardware.nvidia), which this shell adds to LD_LIBRARY_PATH; for other distributions see README
+# (nixGL, or LD_LIBRARY_PATH to a folder holding only the host's libcuda).
 {
   lib,
   mkShell,
@@ -22,7 +24,7 @@
 }:
 let
   cudaPackages = cudaPackages_13;
-  # nixpkgs splits each piece into outputs (bin, dev, lib, ...); CUDA_HOME tools expect them in one tree.
+  # nixpkgs splits each piece into outputs (bin, dev, lib, ...); CUDA_HOME users expect one tree.
   allOutputs = p: map (output: p.${output}) (p.outputs or [ "out" ]);
   cudaHome = symlinkJoin {
     name = "cuda-home-${cudaPackages.cudaMajorMinorVersion}";

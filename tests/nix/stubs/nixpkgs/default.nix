@@ -1,9 +1,9 @@
-# `import nixpkgs { system; config; }` for the stand-in: a package set where every package is a derivation with a
-# builder that always fails, so evaluation and instantiation work offline and nothing can be built by mistake.
+# `import nixpkgs { system; config; }` for the stand-in: a package set where every package is a
+# derivation whose builder always fails, so evaluation and instantiation work offline and nothing
+# can be built by mistake.
 {
   system,
   config ? { },
-  overlays ? [ ],
 }:
 let
   lib = import ./lib.nix;
@@ -27,7 +27,7 @@ let
     if config.allowUnfree or false then
       drv name attrs
     else
-      throw "Package '${name}' has an unfree license, refusing to evaluate (set config.allowUnfree)";
+      throw "Package '${name}' has an unfree license, refusing to evaluate (config.allowUnfree)";
   cudaSet =
     version:
     let
@@ -55,7 +55,9 @@ let
       "libcusparse"
     ] (name: unfree "${name}-${version}" split);
   stdenv = {
-    hostPlatform = { inherit system; };
+    hostPlatform = {
+      inherit system;
+    };
     mkDerivation =
       args:
       drv (args.name or "${args.pname}-${args.version}") (
@@ -80,7 +82,7 @@ let
         f = if builtins.isFunction fn then fn else import fn;
       in
       f (builtins.intersectAttrs (builtins.functionArgs f) pkgs // args);
-    # nixpkgs keeps `python` as a removed alias; callPackage hands it to any function asking for `python`.
+    # nixpkgs keeps `python` as a removed alias; callPackage hands it to any function asking for it.
     python = throw "'python' has been renamed to/replaced by 'python2'";
     python3 = pkgs.python313;
     python313 =
@@ -105,21 +107,28 @@ let
       assert builtins.all (v: builtins.isString v) (builtins.attrValues env);
       drv name (
         {
-          nativeBuildInputs = packages ++ builtins.concatMap (i: i.nativeBuildInputs or [ ]) inputsFrom;
-          shellHook = builtins.concatStringsSep "\n" (map (i: i.shellHook or "") inputsFrom ++ [ shellHook ]);
+          nativeBuildInputs =
+            packages ++ builtins.concatMap (i: i.nativeBuildInputs or [ ]) inputsFrom;
+          shellHook = builtins.concatStringsSep "\n" (
+            map (i: i.shellHook or "") inputsFrom ++ [ shellHook ]
+          );
         }
         // env
       )
       // passthru;
-    runCommand = name: env: buildCommand: drv name (env // { inherit buildCommand; });
-    symlinkJoin = { name, paths }: drv name { inherit paths; };
+    runCommand =
+      name: env: buildCommand:
+      drv name (env // { inherit buildCommand; });
+    symlinkJoin =
+      { name, paths }:
+      drv name { inherit paths; };
     git = tool "git-2.51.0";
     uv = tool "uv-0.11.28";
     docker-client = tool "docker-28.5.1";
     docker-compose = tool "docker-compose-2.40.0";
     nixfmt = tool "nixfmt-1.1.0";
     nixfmt-tree = tool "nixfmt-tree";
-    # The default CUDA set is older than the one trlstack asks for; tests tell them apart by version.
+    # The default CUDA set is older than the one trlstack asks for; tests tell them apart.
     cudaPackages = cudaSet "12.9";
     cudaPackages_13 = cudaSet "13.0";
   };

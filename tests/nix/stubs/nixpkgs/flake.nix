@@ -1,5 +1,6 @@
-# Stand-in for nixpkgs in the offline flake checks (tests/nix): the attributes trlstack's Nix files use, as real
-# derivations that are instantiated but never built. Systems beyond trlstack's own are listed on purpose.
+# Stand-in for nixpkgs in the offline flake checks (tests/nix): the attributes trlstack's Nix files
+# use, as real derivations that are instantiated but never built. It offers more systems than
+# trlstack's own on purpose.
 {
   outputs =
     { self }:

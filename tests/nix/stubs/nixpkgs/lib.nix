@@ -1,14 +1,21 @@
-# The few nixpkgs lib functions trlstack's Nix files and these stand-ins use, with nixpkgs' semantics.
+# The few nixpkgs lib functions that trlstack's Nix files and these stand-ins use, with nixpkgs'
+# semantics.
 let
   lib = rec {
     inherit (builtins)
       concatMap
       mapAttrs
-      attrNames
       filter
       elem
       ;
-    genAttrs = names: f: builtins.listToAttrs (map (name: { inherit name; value = f name; }) names);
+    genAttrs =
+      names: f:
+      builtins.listToAttrs (
+        map (name: {
+          inherit name;
+          value = f name;
+        }) names
+      );
     fix =
       f:
       let

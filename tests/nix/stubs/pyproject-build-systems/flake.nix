@@ -1,5 +1,5 @@
-# Stand-in for pyproject-build-systems in the offline flake checks (tests/nix): its overlays, each recording
-# which source preference the build backends were taken with.
+# Stand-in for pyproject-build-systems in the offline flake checks (tests/nix): its overlays, each
+# recording which source preference the build backends were taken with.
 {
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";

@@ -1,6 +1,7 @@
-# Stand-in for pyproject.nix in the offline flake checks (tests/nix): `build.packages` (a Python package set with
-# overrideScope and mkVirtualEnv) and `build.util.mkApplication`. mkVirtualEnv resolves the dependency closure
-# from the locked metadata that the uv2nix stand-in puts on each package, and records which wheels it would use.
+# Stand-in for pyproject.nix in the offline flake checks (tests/nix): `build.packages` (a Python
+# package set with overrideScope and mkVirtualEnv) and `build.util.mkApplication`. mkVirtualEnv
+# resolves the dependency closure from the locked metadata that the uv2nix stand-in puts on each
+# package, and records which wheels it could install.
 {
   inputs.nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
 
@@ -16,16 +17,22 @@
           inherit (stdenv.hostPlatform) system;
           arch = builtins.head (builtins.split "-" system);
           wheelName = wheel: baseNameOf wheel.url;
-          # Wheels this interpreter and platform can install: pure Python, or CPython 3.13 / abi3 / py3 for Linux on arch.
+          # Wheels this interpreter can install here: pure Python, or CPython 3.13, abi3 or py3
+          # builds for Linux on this architecture.
+          tags = [
+            "-cp313-"
+            "-abi3-"
+            "-py3-none-"
+          ];
           fits =
             name:
             lib.hasSuffix "-none-any.whl" name
             || (
-              (lib.hasInfix "-cp313-" name || lib.hasInfix "-abi3-" name || lib.hasInfix "-py3-none-" name)
+              builtins.any (tag: lib.hasInfix tag name) tags
               && lib.hasInfix "linux" name
               && lib.hasInfix arch name
             );
-          # Locked dependencies of one requirement `name[extras]`, or of a project with its groups.
+          # Locked requirements of `name[extras]`, or of a project with its dependency groups.
           requirements =
             set: item:
             let
@@ -42,12 +49,13 @@
                 key = "${name}[${builtins.concatStringsSep "," extras}]";
                 inherit name extras;
               };
+              next = item: map (dep: node dep.name (dep.extra or [ ])) (requirements set item);
             in
             lib.unique (
               map (item: item.name) (
                 builtins.genericClosure {
                   startSet = builtins.attrValues (lib.mapAttrs node spec);
-                  operator = item: map (dep: node dep.name (dep.extra or [ ])) (requirements set item);
+                  operator = next;
                 }
               )
             );
@@ -58,6 +66,8 @@
               let
                 names = closure final spec;
                 external = builtins.filter (n: !(final.${n}.lockEntry.source ? editable)) names;
+                wheelsOf = n: map wheelName (final.${n}.lockEntry.wheels or [ ]);
+                editable = builtins.filter (n: final.${n}.editableRoot != null) names;
               in
               derivation {
                 inherit name system;
@@ -67,17 +77,13 @@
               // {
                 inherit spec;
                 packageNames = names;
-                # Which sources the overlays in this set chose (uv2nix and pyproject-build-systems stand-ins).
+                # Which sources the overlays in this set chose (uv2nix, pyproject-build-systems).
                 sourcePreferences = {
                   packages = final.workspaceSourcePreference or null;
                   buildSystems = final.buildSystemsPreference or null;
                 };
-                wheels = lib.genAttrs external (
-                  n: builtins.filter fits (map wheelName (final.${n}.lockEntry.wheels or [ ]))
-                );
-                editable = lib.genAttrs (builtins.filter (n: final.${n}.editableRoot != null) names) (
-                  n: final.${n}.editableRoot
-                );
+                wheels = lib.genAttrs external (n: builtins.filter fits (wheelsOf n));
+                editable = lib.genAttrs editable (n: final.${n}.editableRoot);
               };
           };
           makeSet =
@@ -96,8 +102,10 @@
             { venv, package }:
             stdenv.mkDerivation {
               inherit (package) pname version;
-              venv = venv;
-              passthru = { inherit venv package; };
+              inherit venv;
+              passthru = {
+                inherit venv package;
+              };
             };
         };
     };

@@ -1,7 +1,8 @@
-# Stand-in for uv2nix in the offline flake checks (tests/nix): `lib.workspace.loadWorkspace` really reads the
-# workspace's pyproject.toml and uv.lock (builtins.fromTOML), records what it was given, checks the interpreter
-# against the lock's requires-python as uv2nix does, and turns every locked package into a package-set entry
-# carrying its lock metadata. Markers are not evaluated: a resolved closure is a superset of the real one.
+# Stand-in for uv2nix in the offline flake checks (tests/nix). `lib.workspace.loadWorkspace` really
+# reads the workspace's pyproject.toml and uv.lock (builtins.fromTOML), checks the interpreter
+# against the lock's requires-python as uv2nix does, and turns every locked package into a
+# package-set entry carrying its lock metadata. Markers are not evaluated, so a resolved closure
+# is a superset of the real one.
 {
   inputs = {
     nixpkgs.url = "github:NixOS/nixpkgs/nixos-unstable";
@@ -40,7 +41,7 @@
         let
           pyproject = builtins.fromTOML (builtins.readFile (workspaceRoot + "/pyproject.toml"));
           uvLock = builtins.fromTOML (builtins.readFile (workspaceRoot + "/uv.lock"));
-          # First entry wins where the lock forks a name by marker.
+          # The first entry wins where the lock forks a name by marker.
           locked = builtins.listToAttrs (
             map (p: {
               inherit (p) name;
@@ -49,10 +50,10 @@
           );
           project = pyproject.project.name;
           mkPackage =
-            final: entry: args:
+            system: entry: args:
             derivation {
               name = "${entry.name}-${entry.version or "0"}";
-              inherit (final.python) system;
+              inherit system;
               builder = "/bin/sh";
             }
             // {
@@ -60,16 +61,16 @@
               version = entry.version or "0";
               lockEntry = entry;
               editableRoot = null;
-              override = more: mkPackage final entry (args // more);
+              override = more: mkPackage system entry (args // more);
             }
             // args;
+          accepts =
+            python:
+            satisfies uvLock.requires-python python.version
+            || throw "Python ${python.version} does not satisfy uv.lock's requires-python";
         in
         {
           inherit workspaceRoot;
-          # What the stand-in read, for the checks to compare with the repository's own files.
-          lockedRequiresPython = uvLock.requires-python;
-          lockedPackageCount = builtins.length uvLock.package;
-          projectName = project;
           deps = {
             default.${project} = pyproject.tool.uv.default-groups or [ ];
             all.${project} =
@@ -78,15 +79,13 @@
           };
           mkPyprojectOverlay =
             { sourcePreference }:
-            final: prev:
+            _final: prev:
             assert lib.elem sourcePreference [
               "wheel"
               "sdist"
             ];
-            assert
-              satisfies uvLock.requires-python prev.python.version
-              || throw "Python ${prev.python.version} does not satisfy uv.lock's requires-python ${uvLock.requires-python}";
-            lib.mapAttrs (_: entry: mkPackage final entry { }) locked
+            assert accepts prev.python;
+            lib.mapAttrs (_: entry: mkPackage prev.python.system entry { }) locked
             // {
               workspaceSourcePreference = sourcePreference;
             };
