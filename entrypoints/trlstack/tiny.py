@@ -175,6 +175,7 @@ def run(args: argparse.Namespace) -> int:
     if args.rows < 8:
         raise UsageError(f"--rows {args.rows} is too few for a batch; use at least 8.")
     root = Path(args.dir).resolve()
+    check_target(root)
     try:
         import tokenizers  # noqa: F401
         import transformers  # noqa: F401

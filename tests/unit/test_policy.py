@@ -1,0 +1,131 @@
+"""Precision and attention decisions for the training GPUs."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+from trlstack import policy
+from trlstack.gpus import Gpu
+from trlstack.policy import (
+    ATTENTION_PREFERENCE,
+    Attention,
+    choose_attention,
+    hub_kernel_unavailable,
+    precision,
+)
+
+
+def gpu(capability):
+    return Gpu(0, compute_capability=capability)
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "chosen"),
+    [
+        ([(9, 0)], "bf16"),  # H100, H200
+        ([(8, 0), (8, 0)], "bf16"),  # A100
+        ([(8, 6)], "bf16"),  # RTX 30xx
+        ([(12, 0)], "bf16"),  # Blackwell
+        ([(7, 5)], "fp16"),  # T4, RTX 20xx
+        ([(7, 0)], "fp16"),  # V100
+        ([(9, 0), (7, 5)], "fp16"),  # mixed: the oldest decides
+    ],
+)
+def test_precision_follows_the_oldest_gpu(capabilities, chosen):
+    assert precision([gpu(c) for c in capabilities])[0] == chosen
+
+
+def test_precision_on_the_cpu_is_fp32():
+    assert precision([], cpu=True) == ("fp32", "CPU run")
+
+
+def test_unknown_capability_assumes_a_cuda_13_gpu_and_says_so():
+    mode, why = precision([Gpu(0)])
+    assert mode == "bf16"
+    assert "unknown" in why
+
+
+def always(reason):
+    return lambda implementation: reason
+
+
+@pytest.mark.parametrize(
+    ("capability", "chosen"),
+    [
+        ((9, 0), "kernels-community/flash-attn3"),
+        ((8, 0), "kernels-community/flash-attn2"),
+        ((8, 9), "kernels-community/flash-attn2"),
+        ((10, 0), "kernels-community/flash-attn2"),
+        ((7, 5), "sdpa"),
+    ],
+)
+def test_fastest_available_attention_for_the_gpu(capability, chosen):
+    assert choose_attention([gpu(capability)], always(None)) == (chosen, [])
+
+
+def test_every_gpu_must_support_the_choice():
+    assert choose_attention([gpu((9, 0)), gpu((8, 0))], always(None))[0] == "kernels-community/flash-attn2"
+
+
+def test_missing_kernels_fall_back_to_sdpa_with_the_reasons():
+    chosen, notes = choose_attention([gpu((9, 0))], always("the `kernels` package is not installed"))
+    assert chosen == "sdpa"
+    assert notes == [
+        "kernels-community/flash-attn3 skipped: the `kernels` package is not installed",
+        "kernels-community/flash-attn2 skipped: the `kernels` package is not installed",
+    ]
+
+
+def test_only_the_missing_kernel_is_skipped():
+    def unavailable(name):
+        return "not cached" if name.endswith("flash-attn3") else None
+
+    assert choose_attention([gpu((9, 0))], unavailable) == (
+        "kernels-community/flash-attn2",
+        ["kernels-community/flash-attn3 skipped: not cached"],
+    )
+
+
+def test_the_preference_table_is_data_a_benchmark_can_reorder():
+    measured = [Attention("sdpa"), *ATTENTION_PREFERENCE]
+    assert choose_attention([gpu((9, 0))], always(None), measured) == ("sdpa", [])
+    assert ATTENTION_PREFERENCE[-1] == Attention("sdpa")  # the fallback that is always there
+
+
+@pytest.fixture
+def kernels_installed(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        policy.importlib.util, "find_spec", lambda name: object() if name == "kernels" else real(name)
+    )
+
+
+def test_without_the_kernels_package_no_hub_kernel_is_used(monkeypatch, tmp_path):
+    monkeypatch.setattr(policy.importlib.util, "find_spec", lambda name: None)
+    reason = hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)})
+    assert reason == "the `kernels` package is not installed"
+
+
+@pytest.mark.parametrize("kind", ["kernels", "models"])
+def test_a_cached_kernel_is_available_offline(kernels_installed, tmp_path, kind):
+    cache = tmp_path / "kernel-cache"
+    (cache / f"{kind}--kernels-community--flash-attn3").mkdir(parents=True)
+    environ = {"KERNELS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)}
+    assert hub_kernel_unavailable("kernels-community/flash-attn3", environ) is None
+
+
+def test_the_hub_cache_under_hf_home_counts(kernels_installed, tmp_path):
+    (tmp_path / "hf" / "hub" / "kernels--kernels-community--flash-attn2").mkdir(parents=True)
+    environ = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    assert hub_kernel_unavailable("kernels-community/flash-attn2", environ) is None
+
+
+def test_offline_without_the_kernel_in_a_cache_falls_back(kernels_installed, tmp_path):
+    environ = {"HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)}
+    reason = hub_kernel_unavailable("kernels-community/flash-attn2", environ)
+    assert reason == "not in the kernel cache and HF_HUB_OFFLINE is set"
+
+
+def test_online_the_kernel_can_be_downloaded(kernels_installed, tmp_path):
+    assert hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)}) is None
