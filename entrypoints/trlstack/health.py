@@ -82,7 +82,7 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> Non
 
 
 def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
-    """The server's weight-transfer config; UsageError naming the fix when it cannot receive weights."""
+    """The server's vllm_config; UsageError naming the fix when it has no weight-transfer engine."""
     url = f"{base_url.rstrip('/')}/server_info?config_format=json"
     try:
         status, body = get(url, timeout)
@@ -99,16 +99,23 @@ def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
     if status != 200:
         raise UsageError(f"the vLLM server at {base_url} answered GET /server_info with HTTP {status}.")
     try:
-        config = json.loads(body)["vllm_config"]["weight_transfer_config"]
+        vllm_config = json.loads(body)["vllm_config"]
+        transfer = vllm_config["weight_transfer_config"]
     except (ValueError, KeyError, TypeError):
         raise UsageError(
             f"the server at {base_url} answered /server_info without vllm_config.weight_transfer_config; "
             "is it vLLM 0.25 (the version trl 1.16 talks to)?"
         ) from None
-    if config is None:
+    if transfer is None:
         raise UsageError(
             f"the vLLM server at {base_url} has no weight-transfer engine, so TRL cannot send it new "
             """weights. Restart it with --weight-transfer-config '{"backend": "nccl"}' """
             "(serve-vllm passes it)."
         )
-    return config
+    return vllm_config
+
+
+def served_model(vllm_config: dict) -> str | None:
+    """The model (Hub id or path) the server was started with, as /server_info reports it."""
+    model_config = vllm_config.get("model_config")
+    return model_config.get("model") if isinstance(model_config, dict) else None

@@ -419,8 +419,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         require_program(launch.command)
         if settings.mode == "server":
             health.wait_for_health(settings.vllm_url, settings.health_timeout)
-            health.check_weight_transfer(settings.vllm_url)
+            served = health.served_model(health.check_weight_transfer(settings.vllm_url))
             say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
+            trained = launch.config["model_name_or_path"]
+            if served and served != trained:
+                # A local copy of the same model is fine; a different model fails at the first weight sync.
+                say(
+                    f"note: the server serves {served} and this run trains {trained}; they must be the "
+                    "same model (set --model / TRLSTACK_MODEL alike for serve-vllm and train)"
+                )
         trainconfig.write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")
         exec_command(launch.command, environ)

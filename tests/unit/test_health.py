@@ -6,7 +6,7 @@ import json
 
 import pytest
 from trlstack.errors import UsageError
-from trlstack.health import check_weight_transfer, wait_for_health
+from trlstack.health import check_weight_transfer, served_model, wait_for_health
 
 
 def test_returns_once_the_server_is_healthy(vllm_server, capsys):
@@ -38,8 +38,12 @@ def test_a_server_that_stays_unhealthy_times_out_with_its_status(vllm_server):
         wait_for_health(vllm_server.url, timeout=0.5, interval=0.1)
 
 
-def test_weight_transfer_engine_is_reported(vllm_server):
-    assert check_weight_transfer(vllm_server.url) == {"backend": "nccl"}
+def test_weight_transfer_engine_is_reported_with_the_served_model(vllm_server):
+    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": "org/m"}}
+    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+    assert check_weight_transfer(vllm_server.url) == config
+    assert served_model(config) == "org/m"
+    assert served_model({"model_config": "text"}) is None
     assert vllm_server.requests == ["/server_info?config_format=json"]
 
 

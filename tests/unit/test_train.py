@@ -206,6 +206,38 @@ def test_main_waits_checks_writes_and_execs(
     assert not [p for p in (run_dir / "outputs/grpo").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_different_served_model_is_pointed_out(
+    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
+):
+    import json
+
+    machine(gpus(2))
+    on_path("accelerate")
+    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": "org/other"}}
+    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--model", "org/mine"])
+    err = capsys.readouterr().err
+    assert "the server serves org/other and this run trains org/mine; they must be the same model" in err
+
+
+def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
+    run_dir, clean_env, machine, on_path, no_exec, capsys
+):
+    from trlstack import health
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    machine(gpus(2))
+    on_path("accelerate")
+    clean_env.setattr(health, "wait_for_health", interrupted)
+    assert train.main(["grpo"]) == 130
+    assert "train: interrupted" in capsys.readouterr().err
+    assert not (run_dir / "outputs").exists()
+
+
 def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, exec_calls, capsys):
     output = run_dir / "outputs/grpo"
     for step in (2, 10):
