@@ -10,9 +10,11 @@
   symlinkJoin,
   cudaPackages_13,
   devShell,
-  # The toolkit pieces merged into CUDA_HOME, by their cudaPackages names.
+  # The toolkit pieces merged into CUDA_HOME, by their cudaPackages names (cuda_crt: the crt/
+  # headers nvcc needs, a separate piece since CUDA 13).
   components ? [
     "cuda_nvcc"
+    "cuda_crt"
     "cuda_cudart"
     "cuda_cccl"
     "cuda_nvrtc"

@@ -194,7 +194,7 @@ def test_cuda_shell_has_cuda_13_nvcc_and_its_host_compiler_first(nix, system):
     cuda_home = evaluate(nix, f"{shell}.CUDA_HOME")
     assert cuda_home == evaluate(nix, f"{shell}.cudaHome.outPath")
     merged = evaluate(nix, f"{shell}.cudaHome.paths", 'map (p: "${p.name}:${p.outputName}")')
-    assert set(merged) >= {"cuda_nvcc-13.0:bin", "cuda_cudart-13.0:dev", "cuda_cudart-13.0:lib"}
+    assert set(merged) >= {"cuda_nvcc-13.0:bin", "cuda_crt-13.0:dev", "cuda_cudart-13.0:lib"}
     compiler = evaluate(nix, f"{shell}.hostCompiler.outPath")
     assert evaluate(nix, f"{shell}.NVCC_CCBIN") == f"{compiler}/bin/c++"
     hook = evaluate(nix, f"{shell}.shellHook")

@@ -28,9 +28,22 @@ let
       drv name attrs
     else
       throw "Package '${name}' has an unfree license, refusing to evaluate (config.allowUnfree)";
+  # The redistributable pieces trlstack uses, as nixpkgs names them; cuda_crt exists from CUDA 13.
+  pieces = [
+    "cuda_nvcc"
+    "cuda_cudart"
+    "cuda_cccl"
+    "cuda_nvrtc"
+    "libcublas"
+    "libcurand"
+    "libcusolver"
+    "libcusparse"
+  ];
+  newPieces."13.0" = [ "cuda_crt" ];
   cudaSet =
     version:
     let
+      names = pieces ++ newPieces.${version} or [ ];
       split = {
         outputs = [
           "out"
@@ -44,16 +57,7 @@ let
       cudaMajorMinorVersion = version;
       backendStdenv.cc = drv "gcc-wrapper-14.3.0" { };
     }
-    // lib.genAttrs [
-      "cuda_nvcc"
-      "cuda_cudart"
-      "cuda_cccl"
-      "cuda_nvrtc"
-      "libcublas"
-      "libcurand"
-      "libcusolver"
-      "libcusparse"
-    ] (name: unfree "${name}-${version}" split);
+    // lib.genAttrs names (name: unfree "${name}-${version}" split);
   stdenv = {
     hostPlatform = {
       inherit system;
