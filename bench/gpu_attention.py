@@ -23,7 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-IMPLEMENTATIONS = ["eager", "sdpa", "flex_attention", "flash_attention_4", "kernels-community/flash-attn2"]
+IMPLEMENTATIONS = [
+    "eager",
+    "sdpa",
+    "flex_attention",
+    "flash_attention_4",
+    "kernels-community/flash-attn3",
+    "kernels-community/flash-attn2",
+]
 PRECISIONS = ["fp32", "bf16"]
 
 # Qwen2 architecture at ~0.34B parameters (24 layers of width 1024, tied 32k embeddings).

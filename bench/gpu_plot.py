@@ -1,0 +1,101 @@
+"""PNG plots of the GPU benchmarks' JSON (bench/results/gpu_*.json), one figure per benchmark.
+
+python bench/gpu_plot.py            # reads and writes bench/results/
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+COLORS = {"fp32": "#9aa5b1", "bf16": "#2f6fb0", "vllm-colocate": "#2f6fb0", "generate": "#9aa5b1"}
+
+
+def plot_attention(report: dict, out: Path) -> None:
+    cases = report["results"]
+    names = list(dict.fromkeys(case["attention"] for case in cases))
+    precisions = list(dict.fromkeys(case["precision"] for case in cases))
+    figure, (speed, memory) = plt.subplots(1, 2, figsize=(12, 4.5))
+    width = 0.8 / len(precisions)
+    for offset, precision in enumerate(precisions):
+        for index, name in enumerate(names):
+            (case,) = [c for c in cases if c["attention"] == name and c["precision"] == precision]
+            x = index + (offset - (len(precisions) - 1) / 2) * width
+            if case["status"] != "ok":
+                speed.text(x, 0, "n/a", ha="center", va="bottom", fontsize=7, rotation=90)
+                continue
+            label = precision if index == 0 or not speed.containers else None
+            bar = speed.bar(x, case["tokens_per_s"] / 1e3, width, color=COLORS[precision], label=label)
+            speed.bar_label(bar, fmt="%.0f", fontsize=7)
+            bar = memory.bar(x, case["peak_memory_gib"], width, color=COLORS[precision])
+            memory.bar_label(bar, fmt="%.0f", fontsize=7)
+    for axes, title in ((speed, "train-step throughput (k tokens/s)"), (memory, "peak memory (GiB)")):
+        axes.set_xticks(
+            range(len(names)), [n.replace("kernels-community/", "hub:") for n in names], rotation=20
+        )
+        axes.set_title(title)
+    handles = [plt.Rectangle((0, 0), 1, 1, color=COLORS[p]) for p in precisions]
+    speed.legend(handles, precisions)
+    env = report["environment"]
+    model = report["model"]
+    figure.suptitle(
+        f"{env['gpu']} ({env['capability']}), "
+        f"Qwen2-shaped {model['num_hidden_layers']} x {model['hidden_size']}, "
+        f"batch {report['batch']} x {report['sequence_length']}, median of {report['timed_steps']} AdamW steps"
+    )
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+def plot_grpo(report: dict, out: Path) -> None:
+    runs = [r for r in report["results"] if r["status"] == "ok"]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    bars = axes.bar(
+        [r["mode"] for r in runs], [r["median_step_s"] for r in runs], color=[COLORS[r["mode"]] for r in runs]
+    )
+    axes.bar_label(bars, fmt="%.2f s")
+    axes.set_ylabel("seconds per GRPO step (median)")
+    speedup = report.get("speedup_vllm_colocate_vs_generate")
+    axes.set_title(
+        f"GRPO, Qwen2.5-0.5B-shaped, {report['completions_per_step']} x {report['completion_tokens']}-token "
+        f"completions/step" + (f"\nvLLM colocate {speedup:.1f}x faster" if speedup else "")
+    )
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+def plot_serve(report: dict, out: Path) -> None:
+    runs = [r for r in report["runs"] if r["status"] == "ok"]
+    figure, axes = plt.subplots(figsize=(6, 4))
+    labels = [f"{r['kind']} {i + 1}" for i, r in enumerate(runs)]
+    bars = axes.bar(labels, [r["seconds_to_healthy"] for r in runs], color="#2f6fb0")
+    axes.bar_label(bars, fmt="%.0f s")
+    axes.set_ylabel("seconds from launch to /health 200")
+    axes.set_title("serve-vllm start-up (tiny model, TRL's server flags)")
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+PLOTS = {"gpu_attention": plot_attention, "gpu_grpo": plot_grpo, "gpu_serve": plot_serve}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--results", type=Path, default=Path(__file__).parent / "results")
+    args = parser.parse_args()
+    for name, plot in PLOTS.items():
+        source = args.results / f"{name}.json"
+        if source.exists():
+            plot(json.loads(source.read_text()), args.results / f"{name}.png")
+            print(f"wrote {args.results / name}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
