@@ -1,9 +1,7 @@
 # `nix develop .#cuda`: the default shell plus a CUDA 13 toolchain for building kernels: nvcc,
 # CUDA_HOME with the headers and libraries extensions link against, and the host compiler this
 # CUDA release supports first on PATH.
-# The driver (libcuda) always comes from the host. On NixOS it is in /run/opengl-driver/lib
-# (hardware.nvidia), which this shell adds to LD_LIBRARY_PATH; for other distributions see README
-# (nixGL, or LD_LIBRARY_PATH to a folder holding only the host's libcuda).
+# The driver comes from the host, as in the default shell (see README).
 {
   lib,
   mkShell,
@@ -45,11 +43,9 @@ mkShell {
     NVCC_CCBIN = "${hostCompiler}/bin/c++";
     CUDAHOSTCXX = "${hostCompiler}/bin/c++";
   };
+  # Runs after the default shell's hook (inputsFrom), so this compiler comes first.
   shellHook = ''
     export PATH=${hostCompiler}/bin:$PATH
-    if [ -d /run/opengl-driver/lib ]; then
-      export LD_LIBRARY_PATH=/run/opengl-driver/lib''${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-    fi
   '';
   passthru = {
     inherit cudaHome hostCompiler;

@@ -39,9 +39,14 @@ mkShell {
     nixfmt
   ];
   inherit env;
+  # The NVIDIA driver (libnvidia-ml for GPU discovery, libcuda) always comes from the host; NixOS
+  # keeps it in /run/opengl-driver/lib. Other distributions: see README.
   shellHook = ''
     unset PYTHONPATH
     export REPO_ROOT=$(git rev-parse --show-toplevel)
+    if [ -d /run/opengl-driver/lib ]; then
+      export LD_LIBRARY_PATH=/run/opengl-driver/lib''${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
   '';
   passthru = {
     # The variables again, for shells built on this one (mkShell's inputsFrom does not carry env).

@@ -182,7 +182,10 @@ def test_dev_shell_python_matches_the_image_and_uv_stays_off_the_venv(nix):
     assert evaluate(nix, f"{shell}.UV_PYTHON_DOWNLOADS") == "never"
     # trlstack itself is linked from the checkout the shell was entered in.
     assert evaluate(nix, f"{shell}.venv.editable") == {"trlstack": "$REPO_ROOT"}
-    assert "export REPO_ROOT=$(git rev-parse --show-toplevel)" in evaluate(nix, f"{shell}.shellHook")
+    hook = evaluate(nix, f"{shell}.shellHook")
+    assert "export REPO_ROOT=$(git rev-parse --show-toplevel)" in hook
+    # NixOS's driver folder, for NVML (GPU discovery) and libcuda.
+    assert "export LD_LIBRARY_PATH=/run/opengl-driver/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in hook
     tools = evaluate(nix, f"{shell}.nativeBuildInputs", "map (p: p.name)")
     assert set(tools) >= {"uv-0.11.28", "docker-28.5.1", "docker-compose-2.40.0", "nixfmt-1.1.0"}
 
@@ -198,11 +201,11 @@ def test_cuda_shell_has_cuda_13_nvcc_and_its_host_compiler_first(nix, system):
     compiler = evaluate(nix, f"{shell}.hostCompiler.outPath")
     assert evaluate(nix, f"{shell}.NVCC_CCBIN") == f"{compiler}/bin/c++"
     hook = evaluate(nix, f"{shell}.shellHook")
-    assert f"export PATH={compiler}/bin:$PATH" in hook
-    assert "/run/opengl-driver/lib" in hook
-    # Everything the default shell sets still holds.
+    # The default shell's hook, then the compiler: it ends up first on PATH.
+    default_hook = evaluate(nix, f"devShells.{system}.default.shellHook")
+    assert hook.startswith(default_hook)
+    assert f"export PATH={compiler}/bin:$PATH" in hook.removeprefix(default_hook)
     assert evaluate(nix, f"{shell}.UV_NO_SYNC") == "1"
-    assert "export REPO_ROOT" in hook
 
 
 def test_nix_config_names_the_cuda_caches_with_their_keys(nix):
