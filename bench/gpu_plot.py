@@ -47,7 +47,8 @@ def plot_attention(report: dict, out: Path) -> None:
     figure.suptitle(
         f"{env['gpu']} ({env['capability']}), "
         f"Qwen2-shaped {model['num_hidden_layers']} x {model['hidden_size']}, "
-        f"batch {report['batch']} x {report['sequence_length']}, median of {report['timed_steps']} AdamW steps"
+        f"batch {report['batch']} x {report['sequence_length']}, "
+        f"median of {report['timed_steps']} AdamW steps"
     )
     figure.tight_layout()
     figure.savefig(out, dpi=120)
