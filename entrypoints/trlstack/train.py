@@ -370,6 +370,17 @@ def parse_settings(
     return settings, args
 
 
+def smoke_steps(launch: Launch) -> str:
+    """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
+    argv = launch.command.argv
+    for at, word in enumerate(argv):
+        if word == "--max_steps" and at + 1 < len(argv):
+            return argv[at + 1]
+        if word.startswith("--max_steps="):
+            return word.split("=", 1)[1]
+    return str(launch.config["max_steps"])
+
+
 def say(message: str) -> None:
     print(f"train: {message}", file=sys.stderr, flush=True)
 
@@ -403,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path in incomplete:
             say(f"{path} is incomplete (no trainer_state.json); left in place, not resumed from")
         if settings.cpu:
-            print(BANNER.format(steps=launch.config["max_steps"]), file=sys.stderr, flush=True)
+            print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
         for note in launch.notes:
             say(note)
 

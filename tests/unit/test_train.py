@@ -256,6 +256,11 @@ def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, 
     assert (output / "checkpoint-12").is_dir()
 
 
+def test_the_smoke_banner_counts_the_steps_the_script_will_take(run_dir, capsys, no_exec):
+    assert train.main(["rloo", "--cpu", "--print-command", "--", "--max_steps", "5"]) == 0
+    assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
+
+
 def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, on_path, exec_calls, closed_port):
     machine(gpus(1))
     on_path("accelerate")
