@@ -163,6 +163,39 @@ def _model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]
     return dict(value)
 
 
+def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
+    """One process per visible GPU unless told fewer."""
+    if not gpus:
+        raise UsageError(
+            "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
+            "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
+        )
+    processes = settings.num_processes or len(gpus)
+    if processes > len(gpus):
+        raise UsageError(
+            f"--num-processes {processes} needs a GPU each, but {len(gpus)} are visible; lower it or "
+            "make more GPUs visible with CUDA_VISIBLE_DEVICES."
+        )
+    return processes
+
+
+def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
+    """The config keys that point the trainer at its generator."""
+    keys: dict[str, Any] = {"use_vllm": True, "vllm_mode": settings.mode}
+    if settings.mode == "server":
+        keys.update(vllm_server_base_url=settings.vllm_url, vllm_group_port=settings.vllm_group_port)
+    return keys
+
+
+def accelerate_launch(processes: int, precision: str, cpu: bool) -> list[str]:
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file."""
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu else []), "--num_processes", str(processes)]
+    if processes > 1:
+        argv.append("--multi_gpu")
+    mixed = precision if precision in ("bf16", "fp16") else "no"
+    return [*argv, "--num_machines", "1", "--mixed_precision", mixed, "--dynamo_backend", "no"]
+
+
 def build_launch(
     settings: TrainSettings,
     user_config: Mapping[str, Any],
@@ -176,76 +209,59 @@ def build_launch(
     check_contradictions(settings)
     trainconfig.check_keys(user_config, recipe, source)
     config = dict(user_config)
-    notes: list[str] = []
-    for key, value in (
-        ("model_name_or_path", settings.model),
-        ("dataset_name", settings.dataset),
-        (recipe.reward_model_key, settings.reward_model),
-    ):
-        if value:
-            config[key] = value
+    overrides = {
+        "model_name_or_path": settings.model,
+        "dataset_name": settings.dataset,
+        recipe.reward_model_key: settings.reward_model,
+    }
+    config.update({key: value for key, value in overrides.items() if value})
     if settings.dataset:
         config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
     trainconfig.check_required(config, recipe, source)
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
 
     env: dict[str, str] = {}
-    launch = ["accelerate", "launch"]
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
-        launch += ["--cpu", "--num_processes", "1"]
-        precision, attention = "fp32", ("sdpa", [])
-        notes.append("precision fp32 (CPU run)")
+        processes, precision, why = 1, "fp32", "CPU run"
+        attention: tuple[str, list[str]] = ("sdpa", [])
     else:
-        if not gpus:
-            raise UsageError(
-                "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
-                "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
-            )
-        processes = settings.num_processes or len(gpus)
-        if processes > len(gpus):
-            raise UsageError(
-                f"--num-processes {processes} needs a GPU each, but {len(gpus)} are visible; lower it or "
-                "make more GPUs visible with CUDA_VISIBLE_DEVICES."
-            )
-        launch += ["--num_processes", str(processes)]
-        if processes > 1:
-            launch.append("--multi_gpu")
-        config["use_vllm"] = True
-        config["vllm_mode"] = settings.mode
+        processes = training_processes(settings, gpus)
+        config.update(vllm_settings(settings))
         if settings.mode == "server":
-            config["vllm_server_base_url"] = settings.vllm_url
-            config["vllm_group_port"] = settings.vllm_group_port
             env["VLLM_HOST_IP"] = settings.host_ip  # where the server's workers reach this trainer
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
-            notes.append(f"precision {precision} (set in {source})")
+            why = f"set in {source}"
         else:
             precision, why = policy.precision(gpus)
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
-            notes.append(f"precision {precision} ({why})")
         attention = policy.choose_attention(gpus, unavailable)
+    notes = [f"precision {precision} ({why})"]
 
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
         notes.append(f"attention as set in {source}")
     else:
         implementation, skipped = attention
-        notes += [f"attention: {note}" for note in skipped]
-        notes.append(f"attention {implementation}")
+        notes += [f"attention: {note}" for note in skipped] + [f"attention {implementation}"]
         config["model_init_kwargs"] = {**init_kwargs, "attn_implementation": implementation}
 
     if checkpoint is not None and not user_config.get("resume_from_checkpoint"):
         config["resume_from_checkpoint"] = str(checkpoint)
         notes.append(f"resuming from {checkpoint}")
 
-    mixed = {"bf16": "bf16", "fp16": "fp16"}.get(precision, "no")
-    launch += ["--num_machines", "1", "--mixed_precision", mixed, "--dynamo_backend", "no"]
     if recipe.name == "online-dpo":
-        env["TRL_EXPERIMENTAL_SILENCE"] = "1"  # the trainer is experimental in TRL; we know
+        env["TRL_EXPERIMENTAL_SILENCE"] = "1"  # its trainer lives in trl.experimental; we chose it knowingly
     path = trainconfig.merged_path(config["output_dir"], recipe)
-    argv = [*launch, "-m", recipe.module, "--config", str(path), *settings.extra]
-    return Launch(command=Command(argv=argv, env=env), config=config, config_path=path, notes=notes)
+    argv = [
+        *accelerate_launch(processes, precision, settings.cpu),
+        "-m",
+        recipe.module,
+        "--config",
+        str(path),
+    ]
+    return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
 
 
 def checked_url(raw: str) -> str:
