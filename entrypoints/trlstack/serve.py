@@ -109,8 +109,38 @@ def parallel_sizes(settings: ServeSettings, gpu_count: int) -> tuple[int, int]:
     return tp, dp
 
 
+# vLLM flags serve-vllm sets itself; given again after `--` they would silently win (the last one counts).
+OWN_FLAGS = {
+    "--host": "--host",
+    "--port": "--port",
+    "--tensor-parallel-size": "--tensor-parallel-size",
+    "-tp": "--tensor-parallel-size",
+    "--data-parallel-size": "--data-parallel-size",
+    "-dp": "--data-parallel-size",
+    "--gpu-memory-utilization": "--gpu-memory-utilization",
+    "--max-model-len": "--max-model-len",
+    "--dtype": "--dtype",
+    "--weight-transfer-config": None,
+    "--logprobs-mode": None,
+    "--max-logprobs": None,
+}
+
+
+def check_extra(extra: Sequence[str]) -> None:
+    """Refuse pass-through arguments that override what serve-vllm decides (the bind check above all)."""
+    for word in extra:
+        flag = word.split("=", 1)[0]
+        if flag in OWN_FLAGS:
+            own = OWN_FLAGS[flag]
+            fix = (
+                f"use serve-vllm's own {own} (before `--`)" if own else "TRL needs the value serve-vllm sets"
+            )
+            raise UsageError(f"{flag} after `--` would override serve-vllm's setting; {fix}.")
+
+
 def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     """The vLLM server command for the visible `gpus`; raises UsageError naming the fix for bad settings."""
+    check_extra(settings.extra)
     if not gpus:
         raise UsageError(
             "serve-vllm needs a CUDA GPU and none is visible. Run it on a machine with an NVIDIA GPU "

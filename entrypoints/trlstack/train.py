@@ -113,7 +113,30 @@ def resolve_recipe(name: str | None) -> Recipe:
     return RECIPES[name]
 
 
+# TRL options train decides itself, and what to use instead; given after `--` they would override it unseen.
+OWN_OPTIONS = {
+    "--config": "--config (before `--`)",
+    "--output_dir": "--output-dir (checkpoints are looked for there)",
+    "--use_vllm": "--cpu for a run without vLLM",
+    "--vllm_mode": "--vllm-mode",
+    "--vllm_server_base_url": "--vllm-url",
+    "--vllm_group_port": "--vllm-group-port",
+    "--bf16": "bf16/fp16 in the config file",
+    "--fp16": "bf16/fp16 in the config file",
+}
+
+
+def check_extra(extra: Sequence[str]) -> None:
+    for word in extra:
+        option = word.split("=", 1)[0]
+        if option in OWN_OPTIONS:
+            raise UsageError(
+                f"{option} after `--` would override train's setting; use {OWN_OPTIONS[option]}."
+            )
+
+
 def check_contradictions(settings: TrainSettings) -> None:
+    check_extra(settings.extra)
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or TRLSTACK_VLLM_MODE) asks "

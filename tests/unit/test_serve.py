@@ -167,6 +167,10 @@ BAD_INPUT = [
     (["--no-such-flag"], {}, [0], "unrecognized arguments: --no-such-flag"),
     ([], {"CUDA_VISIBLE_DEVICES": "7"}, [0, 1], "names GPU 7"),
     ([], {}, [0], "`vllm` is not on PATH"),
+    (["--", "--host", "0.0.0.0"], {}, [0], "--host after `--` would override serve-vllm's setting"),
+    (["--", "--port=9000"], {}, [0], "use serve-vllm's own --port (before `--`)"),
+    (["--", "-tp", "2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--max-logprobs", "5"], {}, [0], "TRL needs the value serve-vllm sets"),
 ]
 
 

@@ -325,6 +325,9 @@ BAD_INPUT = [
     (["grpo"], {"CUDA_VISIBLE_DEVICES": "GPU-nope"}, "CUDA_VISIBLE_DEVICES='GPU-nope'"),
     (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
     (["grpo", "--cpu"], {"PATH": ""}, "`accelerate` is not on PATH"),
+    (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
+    (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
+    (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
 ]
 
 CONFIGS = {
