@@ -8,7 +8,6 @@ import pytest
 from trlstack.errors import UsageError
 from trlstack.options import Parser, add_setting, add_switch, parse_bool, positive_int, split_extra
 
-
 TRUE = ["1", "TRUE", " yes ", "on"]
 FALSE = ["0", "false", "No", "off"]
 
