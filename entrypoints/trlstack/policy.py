@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,8 @@ class Attention:
 
 
 # Fastest first; the first one that fits every training GPU and is available wins. `sdpa` (PyTorch's fused
-# attention) always is. Hub kernels need no compilation; FA3 is built for Hopper only.
+# attention) always is. Hub kernels need no compilation; FlashAttention-3 (the full build, with the backward
+# pass training needs) is built for Hopper only.
 ATTENTION_PREFERENCE: tuple[Attention, ...] = (
     Attention("kernels-community/flash-attn3", min_capability=(9, 0), max_capability=(9, 0)),
     Attention("kernels-community/flash-attn2", min_capability=(8, 0)),
@@ -80,6 +82,13 @@ def choose_attention(
     return "sdpa", notes
 
 
+# The major version of each Kernels Hub repo that transformers 5.17 loads for an attn_implementation
+# (its _FLASH_ATTN_KERNEL_VERSION_MAPPING: flash-attn2 -> v3, any other kernel -> v1). Offline, the cache
+# must hold that version's ref, or loading the model fails.
+HUB_KERNEL_VERSION = {"kernels-community/flash-attn2": 3}
+DEFAULT_HUB_KERNEL_VERSION = 1
+
+
 def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in {"1", "true", "yes", "on"}
 
@@ -97,15 +106,32 @@ def kernel_cache_dirs(environ: Mapping[str, str]) -> list[Path]:
     return dirs
 
 
+def cached_versions(repo_id: str, environ: Mapping[str, str]) -> set[int] | None:
+    """Major versions of `repo_id` in the kernel caches (refs/vN), or None when no cache has the repo."""
+    folder = repo_id.replace("/", "--")
+    found: set[int] | None = None
+    for cache in kernel_cache_dirs(environ):
+        for kind in ("kernels", "models"):
+            repo = cache / f"{kind}--{folder}"
+            if repo.is_dir():
+                found = found or set()
+                refs = repo / "refs"
+                if refs.is_dir():
+                    found |= {int(ref.name[1:]) for ref in refs.iterdir() if re.fullmatch(r"v\d+", ref.name)}
+    return found
+
+
 def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = None) -> str | None:
     """Why the Kernels Hub kernel `repo_id` cannot be loaded here, or None (cached, or downloadable)."""
     environ = os.environ if environ is None else environ
     if importlib.util.find_spec("kernels") is None:
         return "the `kernels` package is not installed"
-    folder = repo_id.replace("/", "--")
-    for cache in kernel_cache_dirs(environ):
-        if any((cache / f"{kind}--{folder}").is_dir() for kind in ("kernels", "models")):
-            return None
+    version = HUB_KERNEL_VERSION.get(repo_id, DEFAULT_HUB_KERNEL_VERSION)
+    versions = cached_versions(repo_id, environ)
+    if versions is not None and version in versions:
+        return None
     if _truthy(environ.get("HF_HUB_OFFLINE")):
-        return "not in the kernel cache and HF_HUB_OFFLINE is set"
+        if versions is None:
+            return "not in the kernel cache and HF_HUB_OFFLINE is set"
+        return f"the kernel cache lacks v{version} (the version transformers loads) and HF_HUB_OFFLINE is set"
     return None

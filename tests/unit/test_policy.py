@@ -107,18 +107,36 @@ def test_without_the_kernels_package_no_hub_kernel_is_used(monkeypatch, tmp_path
     assert reason == "the `kernels` package is not installed"
 
 
+def cache_entry(cache, repo_id, version, kind="kernels"):
+    repo = cache / f"{kind}--{repo_id.replace('/', '--')}"
+    (repo / "refs").mkdir(parents=True)
+    if version is not None:
+        (repo / "refs" / f"v{version}").write_text("0123abc")
+    return repo
+
+
 @pytest.mark.parametrize("kind", ["kernels", "models"])
 def test_a_cached_kernel_is_available_offline(kernels_installed, tmp_path, kind):
     cache = tmp_path / "kernel-cache"
-    (cache / f"{kind}--kernels-community--flash-attn3").mkdir(parents=True)
+    cache_entry(cache, "kernels-community/flash-attn3", 1, kind)
     environ = {"KERNELS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)}
     assert hub_kernel_unavailable("kernels-community/flash-attn3", environ) is None
 
 
 def test_the_hub_cache_under_hf_home_counts(kernels_installed, tmp_path):
-    (tmp_path / "hf" / "hub" / "kernels--kernels-community--flash-attn2").mkdir(parents=True)
+    cache_entry(tmp_path / "hf" / "hub", "kernels-community/flash-attn2", 3)
     environ = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
     assert hub_kernel_unavailable("kernels-community/flash-attn2", environ) is None
+
+
+@pytest.mark.parametrize("cached", [1, None])  # another major version, or a snapshot without a version ref
+def test_offline_the_cache_must_hold_the_version_transformers_loads(kernels_installed, tmp_path, cached):
+    cache_entry(tmp_path / "cache", "kernels-community/flash-attn2", cached)
+    environ = {"KERNELS_CACHE": str(tmp_path / "cache"), "HF_HUB_OFFLINE": "1", "HOME": str(tmp_path)}
+    reason = hub_kernel_unavailable("kernels-community/flash-attn2", environ)
+    assert reason == "the kernel cache lacks v3 (the version transformers loads) and HF_HUB_OFFLINE is set"
+    del environ["HF_HUB_OFFLINE"]
+    assert hub_kernel_unavailable("kernels-community/flash-attn2", environ) is None  # downloadable online
 
 
 def test_offline_without_the_kernel_in_a_cache_falls_back(kernels_installed, tmp_path):
@@ -129,3 +147,16 @@ def test_offline_without_the_kernel_in_a_cache_falls_back(kernels_installed, tmp
 
 def test_online_the_kernel_can_be_downloaded(kernels_installed, tmp_path):
     assert hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)}) is None
+
+
+def test_kernel_versions_match_what_the_installed_transformers_loads():
+    hub_kernels = pytest.importorskip(
+        "transformers.integrations.hub_kernels", reason="transformers is not installed (light install)"
+    )
+    for choice in ATTENTION_PREFERENCE:
+        if choice.from_hub:
+            expected = hub_kernels.get_attn_kernel_version(choice.implementation)
+            assert (
+                policy.HUB_KERNEL_VERSION.get(choice.implementation, policy.DEFAULT_HUB_KERNEL_VERSION)
+                == expected
+            )
