@@ -1,6 +1,6 @@
 """The train role for real in the built image, through the stack and compose/smoke.yaml (CPU, tiny offline
-assets made in the HF cache volume): killed mid-run and brought up again, it resumes from its newest
-checkpoint, and nothing it wrote before the kill is lost."""
+assets made in the HF cache volume): killed mid-run and brought up again, or crashed and restarted by the
+restart policy, it resumes from its newest checkpoint, and nothing it wrote before is lost."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -50,52 +51,24 @@ def outputs_folder(tmp_path: Path) -> Path:
     return outputs
 
 
-def container_state(name: str) -> dict:
+def container(name: str) -> dict:
     done = subprocess.run(["docker", "inspect", name], capture_output=True, text=True, check=True)
-    return json.loads(done.stdout)[0]["State"]
+    return json.loads(done.stdout)[0]
 
 
-def test_trainer_killed_mid_run_resumes_from_its_checkpoint(project, trlstack_image, tmp_path):
-    outputs = outputs_folder(tmp_path)
-    run = outputs / "grpo"
-    compose = project(
-        files=(COMPOSE_FILE, SMOKE_FILE),
-        TRLSTACK_IMAGE=trlstack_image,
-        TRLSTACK_OUTPUTS=str(outputs),
-        SMOKE_STEPS=str(STEPS),
-    )
-    trainer = f"{compose.project}-grpo-1"
+def wait_for_checkpoint(run: Path, running: Callable[[], bool], log: Callable[[], str]) -> None:
+    deadline = time.monotonic() + 600
+    while not complete_checkpoints(run):
+        assert running(), f"the run ended before its first checkpoint:\n{log()[-4000:]}"
+        assert time.monotonic() < deadline, f"no checkpoint in 600 s:\n{log()[-4000:]}"
+        time.sleep(0.2)
 
-    # First run: wait for the first complete checkpoint, then kill the trainer as a crash would.
-    first_log = tmp_path / "first.log"
-    first = compose.popen("up", "grpo", log=first_log)
-    try:
-        deadline = time.monotonic() + 600
-        while not complete_checkpoints(run):
-            assert first.poll() is None, (
-                f"the first run ended before a checkpoint:\n{first_log.read_text()[-4000:]}"
-            )
-            assert time.monotonic() < deadline, f"no checkpoint in 600 s:\n{first_log.read_text()[-4000:]}"
-            time.sleep(0.2)
-        compose.run("kill", "grpo")
-        first.wait(timeout=120)
-    finally:
-        if first.poll() is None:
-            first.kill()
-    state = container_state(trainer)
-    assert not state["Running"] and state["ExitCode"] == 137, state
-    before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
-    killed_at = max(before)
-    assert killed_at < STEPS, f"the run reached step {killed_at} before the kill; raise STEPS"
-    assert "resuming from" not in first_log.read_text()
 
-    # Brought up again, it resumes from the newest complete checkpoint and reaches the last step.
-    since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    compose.run("up", "grpo", timeout=900)
-    assert container_state(trainer)["ExitCode"] == 0
-    second = compose.run("logs", "--no-log-prefix", "--since", since, "grpo").stdout
-    assert f"train: resuming from /outputs/grpo/checkpoint-{killed_at}" in second, second[-4000:]
-    assert "SMOKE RUN (--cpu)" in second
+def check_resumed(run: Path, before: dict[int, dict[str, str]], log: str) -> int:
+    """The step the run resumed from, once it says so, reached STEPS, and kept every earlier checkpoint."""
+    resumed_at = max(before)
+    assert resumed_at < STEPS, f"the run reached step {resumed_at} before it was stopped; raise STEPS"
+    assert f"train: resuming from /outputs/grpo/checkpoint-{resumed_at}" in log, log[-4000:]
 
     after = complete_checkpoints(run)
     assert max(after) == STEPS
@@ -104,8 +77,83 @@ def test_trainer_killed_mid_run_resumes_from_its_checkpoint(project, trlstack_im
     logged = sorted(entry["step"] for entry in final["log_history"] if "loss" in entry)
     assert logged == list(range(1, STEPS + 1)), f"steps missing from the training history: {logged}"
 
-    # Nothing written before the kill is lost or rewritten.
+    # Nothing written before the stop is lost or rewritten.
     for step, files in before.items():
-        assert step in after, f"checkpoint-{step} from before the kill is gone"
+        assert step in after, f"checkpoint-{step} from before the stop is gone"
         assert fingerprint(after[step]) == files, f"checkpoint-{step} changed after the restart"
-    print(f"\nkilled after checkpoint-{killed_at}, resumed from it, finished at step {STEPS}")
+    return resumed_at
+
+
+@pytest.fixture
+def smoke(project, trlstack_image, tmp_path):
+    """(compose project of the CPU smoke stack, its grpo output folder on the host)."""
+    outputs = outputs_folder(tmp_path)
+    compose = project(
+        files=(COMPOSE_FILE, SMOKE_FILE),
+        TRLSTACK_IMAGE=trlstack_image,
+        TRLSTACK_OUTPUTS=str(outputs),
+        SMOKE_STEPS=str(STEPS),
+    )
+    return compose, outputs / "grpo"
+
+
+def test_trainer_killed_mid_run_resumes_when_brought_up_again(smoke, tmp_path):
+    compose, run = smoke
+    trainer = f"{compose.project}-grpo-1"
+
+    # First run: wait for the first complete checkpoint, then kill the trainer.
+    first_log = tmp_path / "first.log"
+    first = compose.popen("up", "grpo", log=first_log)
+    try:
+        wait_for_checkpoint(run, lambda: first.poll() is None, first_log.read_text)
+        compose.run("kill", "grpo")
+        first.wait(timeout=120)
+    finally:
+        if first.poll() is None:
+            first.kill()
+    state = container(trainer)["State"]
+    assert not state["Running"] and state["ExitCode"] == 137, state
+    before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
+    assert "resuming from" not in first_log.read_text()
+    # `up grpo` started the trainer and the assets it needs, no server and no other trainer.
+    assert set(compose.run("ps", "--all", "--services").stdout.split()) == {"tiny", "grpo"}
+
+    # Brought up again, it resumes from the newest complete checkpoint and reaches the last step.
+    since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    compose.run("up", "grpo", timeout=900)
+    assert container(trainer)["State"]["ExitCode"] == 0
+    second = compose.run("logs", "--no-log-prefix", "--since", since, "grpo").stdout
+    resumed_at = check_resumed(run, before, second)
+    print(
+        f"\nkilled after checkpoint-{resumed_at}; brought up again, resumed from it, finished at step {STEPS}"
+    )
+
+
+def test_crashed_trainer_is_restarted_by_the_policy_and_resumes(smoke):
+    compose, run = smoke
+    trainer = f"{compose.project}-grpo-1"
+    compose.run("up", "--detach", "grpo", timeout=600)
+    logs = lambda: compose.run("logs", "--no-log-prefix", "grpo").stdout  # noqa: E731
+    wait_for_checkpoint(run, lambda: container(trainer)["State"]["Running"], logs)
+
+    # Crash: SIGKILL the TRL training process, as the OOM killer would; accelerate then exits non-zero.
+    top = subprocess.run(
+        ["docker", "top", trainer, "-eo", "pid,args"], capture_output=True, text=True, check=True
+    )
+    rows = [line.split() for line in top.stdout.splitlines()]
+    (pid,) = [row[0] for row in rows if row[2:4] == ["-m", "trl.scripts.grpo"]]  # python -m trl.scripts.grpo
+    # The stack shares the host's PID namespace, so the container sees the PID `docker top` shows.
+    compose.run("exec", "-T", "grpo", "python", "-c", f"import os; os.kill({pid}, 9)")
+    before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
+
+    deadline = time.monotonic() + 600
+    while (info := container(trainer))["RestartCount"] < 1 or info["State"]["Running"]:
+        assert time.monotonic() < deadline, f"not restarted and finished in 600 s:\n{logs()[-4000:]}"
+        time.sleep(1)
+    assert info["State"]["ExitCode"] == 0 and info["RestartCount"] == 1, info["State"]
+    text = logs()
+    assert "died with <Signals.SIGKILL: 9>" in text, text[-4000:]
+    resumed_at = check_resumed(run, before, text)
+    print(
+        f"\ncrashed after checkpoint-{resumed_at}; restarted by the policy, resumed, finished at step {STEPS}"
+    )
