@@ -28,6 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 TARGETS = {"size_gb": 8.0, "code_rebuild_s": 15.0}
 TAGS = {"trlstack": "trlstack:bench", "naive": "trlstack-naive:bench"}
+COLORS = {"trlstack": "tab:blue", "naive": "tab:gray"}
 CHANGED_FILE = Path("entrypoints/trlstack/__init__.py")
 
 
@@ -160,11 +161,12 @@ def plot(results: dict, path: Path) -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(12, 3.6))
     for ax, (key, title, target) in zip(axes, panels, strict=True):
         values = [results["variants"][v][key] for v in variants]
-        bars = ax.bar(variants, values, color=["tab:blue", "tab:gray"])
+        bars = ax.bar(variants, values, color=[COLORS[v] for v in variants])
         ax.bar_label(bars, fmt="%.1f")
+        ax.set_ylim(top=max(values + [target or 0]) * 1.25)
         if target is not None:
             ax.axhline(target, color="tab:red", linestyle="--", label=f"target {target:g}")
-            ax.legend(loc="upper left")
+            ax.legend(loc="upper right")
         ax.set_title(title)
     fig.suptitle(f"trlstack image vs naive single-stage install ({results['machine']['cpus']} CPUs)")
     fig.tight_layout()
