@@ -30,8 +30,6 @@ IMAGE_PYTHON = {
 }
 PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----", re.S)
 
-pytestmark = pytest.mark.docker
-
 
 def tool(name: str) -> str:
     path = shutil.which(name)
@@ -142,6 +140,7 @@ def rendered_config(image: str) -> dict:
     }
 
 
+@pytest.mark.docker
 def test_image_structure(trlstack_image: str, tmp_path: Path) -> None:
     rendered = tmp_path / "rendered.yaml"
     rendered.write_text(yaml.safe_dump(rendered_config(trlstack_image), sort_keys=False))
@@ -221,6 +220,7 @@ def docker_root(image: str, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.docker
 def test_no_token_or_build_ca_in_file_contents(trlstack_image: str) -> None:
     # A distinctive line from the middle of each build-only certificate.
     needles = [
