@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,8 @@ PEM = re.compile(r"-----BEGIN CERTIFICATE-----\n(.*?)-----END CERTIFICATE-----",
 
 
 def tool(name: str) -> str:
-    path = shutil.which(name)
+    # The dev group installs the tools next to this Python, on PATH or not.
+    path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:
         pytest.fail(f"`{name}` is missing: it comes with the dev group (`uv sync --frozen`)")
     return path
