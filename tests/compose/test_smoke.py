@@ -157,3 +157,16 @@ def test_crashed_trainer_is_restarted_by_the_policy_and_resumes(smoke):
     print(
         f"\ncrashed after checkpoint-{resumed_at}; restarted by the policy, resumed, finished at step {STEPS}"
     )
+
+
+def test_a_missing_outputs_folder_stops_the_trainer_before_it_starts(project, trlstack_image, tmp_path):
+    # Docker would otherwise make it as root, and the trainer (uid 1000) could not write its checkpoints.
+    missing = tmp_path / "outputs"
+    compose = project(
+        files=(COMPOSE_FILE, SMOKE_FILE), TRLSTACK_IMAGE=trlstack_image, TRLSTACK_OUTPUTS=str(missing)
+    )
+    done = compose.run("up", "grpo", check=False, timeout=600)
+    assert done.returncode != 0
+    assert f"bind source path does not exist: {missing}" in done.stderr, done.stderr[-3000:]
+    assert not missing.exists()
+    assert "grpo" not in compose.run("ps", "--all", "--services").stdout.split()  # never created
