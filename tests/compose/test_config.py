@@ -125,6 +125,7 @@ def test_shared_mode_shares_host_namespaces_and_binds_loopback(render, method, g
     for service in (server, trainer):
         assert (service["ipc"], service["pid"], service["network_mode"]) == ("host", "host", "host")
         assert "ports" not in service and "expose" not in service and "networks" not in service
+        assert service["environment"]["TINI_SUBREAPER"]  # tini is not PID 1 in the host's PID namespace
     assert server["environment"]["TRLSTACK_VLLM_HOST"] == "127.0.0.1"
     assert trainer["environment"]["VLLM_HOST_IP"] == "127.0.0.1"
     assert trainer["environment"]["TRLSTACK_VLLM_URL"].startswith("http://127.0.0.1:")
