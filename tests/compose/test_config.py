@@ -19,7 +19,11 @@ from trlstack.serve import check_bind
 pytestmark = pytest.mark.docker
 
 IMAGE = "trlstack:0.1.0-torch2.11-vllm0.25-cu13"
-CACHES = {"hf-cache": "/cache/huggingface", "vllm-cache": "/cache/vllm"}
+CACHES = {
+    "hf-cache": "/cache/huggingface",
+    "vllm-cache": "/cache/vllm",
+    "flashinfer-cache": "/cache/flashinfer",
+}
 SECRET = "/run/secrets/hf_token"
 
 
