@@ -81,8 +81,9 @@ def make_model(directory: Path) -> None:
 
 
 def reward_early_letters(completions, **_) -> list[float]:
-    """Share of words starting with a-m: varies between samples, so the advantages are not all zero."""
-    return [sum(word[:1] < "n" for word in text.split()) / max(1, len(text.split())) for text in completions]
+    """Share of words starting with a-e (the made-up words start with a-j): varies between samples, so the
+    advantages are not all zero."""
+    return [sum(word[:1] < "f" for word in text.split()) / max(1, len(text.split())) for text in completions]
 
 
 def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:

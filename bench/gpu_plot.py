@@ -83,7 +83,12 @@ def plot_serve(report: dict, out: Path) -> None:
     figure.savefig(out, dpi=120)
 
 
-PLOTS = {"gpu_attention": plot_attention, "gpu_grpo": plot_grpo, "gpu_serve": plot_serve}
+PLOTS = {
+    "gpu_attention": plot_attention,
+    "gpu_attention_fa4": plot_attention,
+    "gpu_grpo": plot_grpo,
+    "gpu_serve": plot_serve,
+}
 
 
 def main() -> int:
