@@ -234,11 +234,13 @@ def plan_bundle(
     environment: Mapping[str, str],
     present: Mapping[str, str],
     without: Iterable[str] = (),
+    any_version: bool = False,
 ) -> Plan:
     """Decide the bundle: `kept` (the export after pruning) for the target, less what the target already has.
 
     `locked` is the export without pruning: what it has and `kept` lacks was pruned. Leaving out a package
-    named in `without` may ask the target for variables (OPTIONAL[name].env).
+    named in `without` may ask the target for variables (OPTIONAL[name].env). With `any_version`, a package
+    the target has stays out whatever its version (the target's build wins over the lock's).
     """
     target_locked = [pin for pin in locked if applies(pin, environment)]
     target_kept = [pin for pin in kept if applies(pin, environment)]
@@ -247,7 +249,7 @@ def plan_bundle(
     included, already = [], []
     for pin in target_kept:
         have = present.get(pin.name)
-        if have is not None and same_release(pin.version, have):
+        if have is not None and (any_version or same_release(pin.version, have)):
             already.append((pin, have))
         else:
             included.append(pin)
@@ -454,7 +456,9 @@ def make_bundle(args: argparse.Namespace) -> Path:
     )
     kept = export(project, args.extra, without) if without else locked
     present = parse_freeze(Path(args.exclude_present).read_text()) if args.exclude_present else {}
-    plan = plan_bundle(locked, kept, environment, present, without)
+    if args.keep_target_versions and not args.exclude_present:
+        raise UsageError("--keep-target-versions needs --exclude-present FILE (the target's pip freeze)")
+    plan = plan_bundle(locked, kept, environment, present, without, args.keep_target_versions)
     print(
         f"bundle: {len(plan.included)} packages for CPython {args.python_version} on {args.platform}; "
         f"{len(plan.present)} already on the target, {len(plan.pruned)} left out with --without",
@@ -554,6 +558,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--exclude-present",
         metavar="FILE",
         help="`pip list --format=freeze` of the target: leave out packages it has at the locked version",
+    )
+    parser.add_argument(
+        "--keep-target-versions",
+        action="store_true",
+        help="with --exclude-present: leave out every package the target has, at any version (keeps a "
+        "curated environment's own builds, e.g. its torch and numpy, instead of the lock's)",
     )
     parser.add_argument(
         "--without",

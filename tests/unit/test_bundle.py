@@ -100,6 +100,26 @@ def test_present_packages_at_the_locked_release_stay_out():
     assert plan.pruned == () and dict(plan.env) == {}
 
 
+def test_keep_target_versions_leaves_out_what_the_target_has_at_any_version():
+    pins = bundle.parse_export(EXPORT)
+    present = bundle.parse_freeze("accelerate==1.14.0\nnetworkx==3.5\n")
+    plan = bundle.plan_bundle(pins, pins, target(), present, any_version=True)
+    assert [(p.name, have) for p, have in plan.present] == [("accelerate", "1.14.0"), ("networkx", "3.5")]
+    assert [p.name for p in plan.included] == ["torch", "flashinfer-python"]
+
+
+def test_keep_target_versions_needs_the_targets_freeze(tmp_path):
+    args = parser().parse_args([str(tmp_path / "b"), "--project", str(ROOT), "--keep-target-versions"])
+    with pytest.raises(UsageError, match="--exclude-present"):
+        bundle.run(args)
+
+
+def test_missing_uv_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(UsageError, match="uv is missing"):
+        bundle.run(parser().parse_args([str(tmp_path / "b"), "--project", str(ROOT)]))
+
+
 def test_optional_packages_left_out_by_name_ask_for_their_variables():
     locked = bundle.parse_export(EXPORT)
     kept = [p for p in locked if p.name != "flashinfer-python"]
