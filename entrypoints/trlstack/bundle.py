@@ -56,17 +56,17 @@ OPTIONAL: dict[str, OptionalPackage] = {
         "FlashInfer sampler must be switched off",
         {"VLLM_USE_FLASHINFER_SAMPLER": "0"},
     ),
-    "tilelang": OptionalPackage(
-        "TileLang JIT kernels for some quantized and sparse-attention models; pulls z3-solver"
-    ),
+    "tilelang": OptionalPackage("TileLang JIT kernels of a few newer architectures' layers; pulls z3-solver"),
     "nvidia-cutlass-dsl": OptionalPackage(
         "the CuTe DSL (~150 MB with its libs) behind FlashInfer, quack and MLA kernels, mostly for Blackwell"
     ),
     "quack-kernels": OptionalPackage("CuTe DSL kernels vLLM uses on Blackwell"),
     "tokenspeed-mla": OptionalPackage(
-        "MLA decode kernels for DeepSeek-style models, with a private Triton (~95 MB)"
+        "MLA prefill kernels for DeepSeek-style models, with a private Triton (~95 MB)"
     ),
-    "humming-kernels": OptionalPackage("JIT-built quantized GEMM kernels; pulls the nvcc wheels"),
+    "humming-kernels": OptionalPackage(
+        "GEMM kernels for NVFP4/MXFP4-quantized checkpoints; pulls the nvcc wheels"
+    ),
     "pynvvideocodec": OptionalPackage("GPU video decoding, for video inputs of multimodal models"),
     "torchcodec": OptionalPackage("audio/video decoding, for multimodal inputs"),
 }
