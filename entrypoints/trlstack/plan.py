@@ -199,7 +199,7 @@ def _summary(plan: Plan) -> str:
     return (
         f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
         f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
-        f"training on GPUs {','.join(map(str, plan.train_indices))} ({plan.num_processes} processes)"
+        f"training on GPUs {','.join(map(str, plan.train_indices))} ({plan.num_processes} process{'es' if plan.num_processes != 1 else ''})"
     )
 
 
