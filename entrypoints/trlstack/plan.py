@@ -196,10 +196,11 @@ def make_plan(
 
 
 def _summary(plan: Plan) -> str:
+    processes = f"{plan.num_processes} process" + ("es" if plan.num_processes != 1 else "")
     return (
         f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
         f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
-        f"training on GPUs {','.join(map(str, plan.train_indices))} ({plan.num_processes} process{'es' if plan.num_processes != 1 else ''})"
+        f"training on GPUs {','.join(map(str, plan.train_indices))} ({processes})"
     )
 
 
