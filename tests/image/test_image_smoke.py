@@ -58,3 +58,26 @@ def test_serve_vllm_without_gpu_exits_fast_and_clearly(trlstack_image: str) -> N
     assert done.returncode == 1, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
     assert "needs a CUDA GPU" in done.stderr, done.stderr[-2000:]
     assert elapsed < 30, f"serve-vllm took {elapsed:.0f} s to refuse"
+
+
+# The light test environment has no TRL; the image ships it, so the recipes are checked against it there.
+RECIPES_AGAINST_TRL = """
+import importlib, sys
+from trlstack.recipes import PARSER_KEYS, RECIPES, accepted_keys, keys_from_trl
+for name, recipe in RECIPES.items():
+    stale = sorted(set(accepted_keys(name) - PARSER_KEYS) ^ set(keys_from_trl(name)))
+    assert not stale, f"{name}: keys.json differs from TRL in {stale}; run python -m trlstack.recipes"
+    parser = importlib.import_module(recipe.module).make_parser()
+    args = parser.parse_args_and_config(
+        ["--config", str(recipe.bundled_config), "--output_dir", "/tmp/out", "--use_cpu", "true"],
+        fail_with_unknown_args=True,
+    )
+    print(name, "ok", args[-2].model_name_or_path)
+"""
+
+
+def test_recipes_match_the_trl_the_image_ships(trlstack_image: str) -> None:
+    done = docker_run(trlstack_image, f"python - <<'PY'\n{RECIPES_AGAINST_TRL}\nPY", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    checked = [line.split()[:2] for line in done.stdout.splitlines()]
+    assert checked == [[name, "ok"] for name in ("grpo", "rloo", "online-dpo")]
