@@ -187,11 +187,9 @@ def marker_environment(python_version: str, platform: str) -> dict[str, str]:
 
 
 def _packaging():
-    """packaging's markers and versions; pip, which bundling needs anyway, vendors the same library."""
-    try:
-        from packaging import markers, version
-    except ImportError:
-        from pip._vendor.packaging import markers, version  # type: ignore[no-redef]
+    """packaging's markers and versions, imported only when a bundle is made."""
+    from packaging import markers, version
+
     return markers, version
 
 

@@ -218,7 +218,9 @@ def test_dry_run_prints_what_the_target_lacks(tmp_path, capsys):
 
 def python_with_pip() -> tuple[str, str]:
     """An interpreter that has pip (the test's own venv may not), and its X.Y version."""
-    for python in (sys.executable, shutil.which("python3")):
+    # uv's venvs have no pip; the interpreter they were made from usually has.
+    base = os.path.join(sys.base_prefix, "bin", "python3")
+    for python in (sys.executable, base, shutil.which("python3")):
         if python and subprocess.run([python, "-m", "pip", "--version"], capture_output=True).returncode == 0:
             probe = [python, "-c", "import sys; print(*sys.version_info[:2], sep='.')"]
             return python, subprocess.run(probe, capture_output=True, text=True).stdout.strip()
