@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 MODES = ["vllm-colocate", "generate"]
+# Needs a vLLM server on another GPU (--server-url); bench/gpu_server_mode.py starts one and runs this mode.
+SERVER_MODE = "vllm-server"
 
 # Qwen/Qwen2.5-0.5B's config.json values (494M parameters).
 QWEN25_05B = dict(
@@ -97,7 +99,7 @@ def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
     prompts = [" ".join(vocabulary[(7 * i + j) % 5000] for j in range(args.prompt_words)) for i in range(512)]
     dataset = Dataset.from_dict({"prompt": prompts})
     n = args.completion_tokens
-    vllm = mode == "vllm-colocate"
+    vllm = mode in ("vllm-colocate", SERVER_MODE)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix=f"grpo-{mode}-"),
         per_device_train_batch_size=args.batch,
@@ -112,7 +114,8 @@ def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
         save_strategy="no",
         report_to="none",
         use_vllm=vllm,
-        vllm_mode="colocate",
+        vllm_mode="server" if mode == SERVER_MODE else "colocate",
+        vllm_server_base_url=args.server_url,
         vllm_gpu_memory_utilization=0.3,
         model_init_kwargs={"dtype": torch.bfloat16, "attn_implementation": "sdpa"},
         seed=0,
@@ -186,11 +189,14 @@ def main() -> int:
     knobs.add_argument("--completion-tokens", type=int, default=256)
     knobs.add_argument("--prompt-words", type=int, default=64)
     parser.add_argument("--mode-timeout", type=int, default=420)
-    parser.add_argument("--modes", nargs="*", default=MODES, choices=MODES)
+    parser.add_argument("--modes", nargs="*", default=MODES, choices=[*MODES, SERVER_MODE])
+    knobs.add_argument("--server-url", help=f"the vLLM server of the {SERVER_MODE} mode")
     args = parser.parse_args()
+    shape = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words", "server_url")
     args.passthrough = [
         arg
-        for key in ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
+        for key in shape
+        if getattr(args, key) is not None
         for arg in (f"--{key.replace('_', '-')}", str(getattr(args, key)))
     ]
     if args.child:
@@ -213,7 +219,7 @@ def main() -> int:
             print(f"{mode:>14}  {shown}", flush=True)
     by_mode = {c["mode"]: c for c in results if c["status"] == "ok"}
     speedup = None
-    if len(by_mode) == 2:
+    if {"generate", "vllm-colocate"} <= by_mode.keys():
         speedup = by_mode["generate"]["median_step_s"] / by_mode["vllm-colocate"]["median_step_s"]
         print(f"vLLM colocate is {speedup:.1f}x faster per step than plain generate")
     report = {
