@@ -115,3 +115,23 @@ def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         at = argv.index("--")
         return argv[:at], argv[at + 1 :]
     return argv, []
+
+
+def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
+    """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs)."""
+    parser.add_argument(
+        "--gpus",
+        type=positive_int,
+        metavar="N",
+        help="with --print-command: show the command for N visible GPUs instead of detecting them",
+    )
+    parser.add_argument("--print-command", action="store_true", help=f"print {prints}; run nothing")
+
+
+def check_preview(args: argparse.Namespace, chooses: str) -> None:
+    """Refuse --gpus outside a preview: the role's GPUs are CUDA_VISIBLE_DEVICES, not a count."""
+    if args.gpus is not None and not args.print_command:
+        raise UsageError(
+            "--gpus N only describes another machine together with --print-command; to choose "
+            f"{chooses}, set CUDA_VISIBLE_DEVICES."
+        )

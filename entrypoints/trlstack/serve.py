@@ -22,8 +22,10 @@ from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, visible_gpus
 from trlstack.options import (
     Parser,
+    add_preview,
     add_setting,
     add_switch,
+    check_preview,
     port_number,
     positive_float,
     positive_int,
@@ -245,15 +247,7 @@ def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
         environ=environ,
     )
-    parser.add_argument(
-        "--gpus",
-        type=positive_int,
-        metavar="N",
-        help="with --print-command: show the command for N visible GPUs instead of detecting them",
-    )
-    parser.add_argument(
-        "--print-command", action="store_true", help="print the command and its environment; run nothing"
-    )
+    add_preview(parser, "the command and its environment")
     return parser
 
 
@@ -274,11 +268,7 @@ def parse_settings(
         allow_public_bind=args.allow_public_bind,
         extra=extra,
     )
-    if args.gpus is not None and not args.print_command:
-        raise UsageError(
-            "--gpus N only describes another machine together with --print-command; to choose the GPUs "
-            "the server runs on, set CUDA_VISIBLE_DEVICES."
-        )
+    check_preview(args, "the GPUs the server runs on")
     return settings, args
 
 

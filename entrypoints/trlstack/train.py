@@ -24,8 +24,10 @@ from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
     Parser,
+    add_preview,
     add_setting,
     add_switch,
+    check_preview,
     port_number,
     positive_float,
     positive_int,
@@ -367,15 +369,7 @@ def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     setting("--vllm-mode", "TRLSTACK_VLLM_MODE", "server, or colocate (one GPU)", type=vllm_mode)
     add_switch(parser, "--cpu", "TRLSTACK_CPU", "smoke run on the CPU: no vLLM, tiny steps", environ=environ)
-    parser.add_argument(
-        "--gpus",
-        type=positive_int,
-        metavar="N",
-        help="with --print-command: show the command for N visible GPUs instead of detecting them",
-    )
-    parser.add_argument(
-        "--print-command", action="store_true", help="print the command and merged config; run nothing"
-    )
+    add_preview(parser, "the command and merged config")
     return parser
 
 
@@ -384,11 +378,7 @@ def parse_settings(
 ) -> tuple[TrainSettings, argparse.Namespace]:
     own, extra = split_extra(argv)
     args = make_parser(environ).parse_args(own)
-    if args.gpus is not None and not args.print_command:
-        raise UsageError(
-            "--gpus N only describes another machine together with --print-command; to choose the "
-            "training GPUs, set CUDA_VISIBLE_DEVICES."
-        )
+    check_preview(args, "the training GPUs")
     settings = TrainSettings(
         recipe=args.recipe,
         config=args.config,

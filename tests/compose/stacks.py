@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trlstack.plan import ENV_KEYS
+
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
 SMOKE_FILE = REPO / "compose" / "smoke.yaml"
@@ -21,13 +23,7 @@ GPU_COUNTS = (2, 4, 8)
 
 # Variables the stacks read; a test sets the ones it means, the caller's shell sets none of them.
 STACK_VARIABLES = (
-    "SERVE_GPUS",
-    "TRAIN_GPUS",
-    "TENSOR_PARALLEL_SIZE",
-    "DATA_PARALLEL_SIZE",
-    "NUM_PROCESSES",
-    "VLLM_PORT",
-    "VLLM_GROUP_PORT",
+    *ENV_KEYS,  # the GPU plan, as `trlstack plan --format env` writes it
     "UID",
     "GID",
     "HF_TOKEN_FILE",
