@@ -3,23 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import time
 import urllib.request
 
 import pytest
-from gpu_env import missing
+from gpu_env import free_port, missing, start_server, stop, wait_healthy
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def get_json(url: str):
@@ -33,37 +22,12 @@ def server(tiny, tmp_path_factory):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "VLLM_USE_FLASHINFER_SAMPLER": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "0")}
-    argv = [
-        "serve-vllm",
-        "--model",
-        str(tiny / "model"),
-        "--port",
-        str(port),
-        "--gpu-memory-utilization",
-        "0.3",
-    ]
-    process = subprocess.Popen(
-        argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
-    )
+    process = start_server(tiny / "model", port, log)
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            assert process.poll() is None, (
-                f"serve-vllm exited ({process.returncode}):\n{log.read_text()[-4000:]}"
-            )
-            assert time.monotonic() < deadline, f"no 200 from /health in 600 s:\n{log.read_text()[-4000:]}"
-            try:
-                with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
+        wait_healthy(url, process, log)
         yield url
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(timeout=120)
+        stop(process)
 
 
 def test_answers_an_openai_completion(server, tiny):

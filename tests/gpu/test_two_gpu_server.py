@@ -8,81 +8,22 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
-
-
-def cuda_device_count() -> int:
-    """GPUs the driver shows, asked without importing torch into the test collector."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return sum(line.startswith("GPU ") for line in out.splitlines())
-
-
-def missing_gpu_stack() -> list[str]:
-    import importlib.util
-
-    return [name for name in ("vllm", "trl", "torch") if importlib.util.find_spec(name) is None]
-
+from gpu_env import cuda_devices, free_port, missing, start_server, stop, wait_healthy
 
 pytestmark = [
     pytest.mark.gpu,
-    pytest.mark.skipif(cuda_device_count() < 2, reason="needs 2 CUDA GPUs: NCCL refuses two ranks on one"),
-    pytest.mark.skipif(bool(missing_gpu_stack()), reason=f"gpu extra not installed: {missing_gpu_stack()}"),
+    pytest.mark.skipif(bool(missing()), reason=str(missing())),
+    pytest.mark.skipif(cuda_devices() < 2, reason="needs 2 CUDA GPUs: NCCL refuses two ranks on one"),
 ]
 
 STEPS = 5
 PROMPT = "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
 COMPLETION = "The answer is \\boxed{5}."
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tiny")
-    subprocess.run([sys.executable, "-m", "trlstack", "tiny", str(root)], check=True)
-    return root
-
-
-def start_server(tiny: Path, port: int, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
-    argv = ["serve-vllm", "--model", str(tiny / "model"), "--port", str(port)]
-    argv += ["--gpu-memory-utilization", "0.3"]
-    sink = log.open("w")
-    return subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_healthy(url: str, server: subprocess.Popen, timeout: float = 600) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, "serve-vllm exited before it was healthy"
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(2)
-    raise AssertionError(f"{url}/health did not answer 200 within {timeout} s")
-
-
-def stop(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=60)
 
 
 def server_logprobs(url: str, token_ids: list[int], prompt_length: int) -> list[float]:
@@ -132,9 +73,10 @@ def train(tiny: Path, url: str, output: Path, log: Path, steps: int = STEPS) -> 
 def test_server_generates_with_the_weights_the_trainer_pushed(tiny, tmp_path):
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start_server(tiny, port, tmp_path / "server.log")
+    log = tmp_path / "server.log"
+    server = start_server(tiny / "model", port, log, gpus="0")
     try:
-        wait_healthy(url, server)
+        wait_healthy(url, server, log)
         token_ids, prompt_length = fixed_sequence(tiny)
         before = server_logprobs(url, token_ids, prompt_length)
 
@@ -164,33 +106,37 @@ def test_trainer_exits_when_the_server_dies_and_resumes_after_restart(tiny, tmp_
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     output = tmp_path / "out"
-    server = start_server(tiny, port, tmp_path / "server.log")
+    server_log = tmp_path / "server.log"
+    server = start_server(tiny / "model", port, server_log, gpus="0")
     trainer = None
     try:
-        wait_healthy(url, server)
+        wait_healthy(url, server, server_log)
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1", "TRLSTACK_HEALTH_TIMEOUT": "60"}
         argv = ["train", "grpo", "--vllm-url", url, "--model", str(tiny / "model"),
                 "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--", "--max_steps", "200",
                 "--save_steps", "1", "--max_completion_length", "32"]  # fmt: skip
-        log = tmp_path / "killed.log"
-        trainer = subprocess.Popen(argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        trainer_log = tmp_path / "killed.log"
+        sink = trainer_log.open("w")
+        trainer = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 600
         while not list(output.glob("checkpoint-*")) and time.monotonic() < deadline:
-            assert trainer.poll() is None, log.read_text()[-4000:]
+            assert trainer.poll() is None, trainer_log.read_text()[-4000:]
             time.sleep(1)
         stop(server)
         code = trainer.wait(timeout=300)  # bounded: the trainer must notice the dead server
         assert code != 0
-        assert f"127.0.0.1:{port}" in log.read_text(), "the trainer's error does not name the server"
+        assert f"127.0.0.1:{port}" in trainer_log.read_text(), "the trainer's error does not name the server"
         saved = sorted(int(p.name.split("-")[1]) for p in output.glob("checkpoint-*"))
 
-        server = start_server(tiny, port, tmp_path / "server2.log")
-        wait_healthy(url, server)
+        server_log = tmp_path / "server-restarted.log"
+        server = start_server(tiny / "model", port, server_log, gpus="0")
+        wait_healthy(url, server, server_log)
         result = train(tiny, url, output, tmp_path / "resumed.log", steps=saved[-1] + 2)
         text = (tmp_path / "resumed.log").read_text()
         assert result.returncode == 0, text[-4000:]
         assert f"checkpoint-{saved[-1]}" in text, "the restart did not resume from the newest checkpoint"
-        assert (output / f"checkpoint-{saved[0]}").is_dir() or saved[0] < saved[-1] - STEPS
+        # Nothing the first run saved is lost: its newest checkpoint is still there beside the new ones.
+        assert (output / f"checkpoint-{saved[-1]}" / "trainer_state.json").is_file()
     finally:
         if trainer is not None and trainer.poll() is None:
             trainer.kill()
