@@ -6,10 +6,9 @@ decision table can be tested (and reordered from benchmark results) without the 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -121,11 +120,59 @@ def cached_versions(repo_id: str, environ: Mapping[str, str]) -> set[int] | None
     return found
 
 
+def kernels_mismatch(
+    transformers_version: str | None, transformers_requires: Iterable[str], kernels_version: str | None
+) -> str | None:
+    """Why transformers would refuse Hub kernels with the installed `kernels`, or None when it accepts them.
+
+    transformers checks the `kernels` version against a range it declares (`is_kernels_available`) and raises
+    at model load when it is outside; the same range is its `kernels` requirement, read here from its package
+    metadata because importing transformers imports torch. An image test checks both agree.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    if kernels_version is None:
+        return "the `kernels` package is not installed"
+    if transformers_version is None:
+        return "transformers is not installed"
+    for line in transformers_requires:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != "kernels":
+            continue
+        if requirement.specifier.contains(kernels_version, prereleases=True):
+            return None
+        return (
+            f"kernels {kernels_version} is installed, but transformers {transformers_version} loads Hub "
+            f"kernels only with kernels{requirement.specifier}"
+        )
+    return f"transformers {transformers_version} declares no `kernels` version it loads Hub kernels with"
+
+
+def installed_kernels_problem() -> str | None:
+    """kernels_mismatch for this environment's transformers and kernels (package metadata only)."""
+    from importlib import metadata
+
+    def version(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    transformers_version = version("transformers")
+    requires = (metadata.requires("transformers") or []) if transformers_version else []
+    return kernels_mismatch(transformers_version, requires, version("kernels"))
+
+
 def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = None) -> str | None:
     """Why the Kernels Hub kernel `repo_id` cannot be loaded here, or None (cached, or downloadable)."""
     environ = os.environ if environ is None else environ
-    if importlib.util.find_spec("kernels") is None:
-        return "the `kernels` package is not installed"
+    problem = installed_kernels_problem()
+    if problem is not None:
+        return problem
     version = HUB_KERNEL_VERSION.get(repo_id, DEFAULT_HUB_KERNEL_VERSION)
     versions = cached_versions(repo_id, environ)
     if versions is not None and version in versions:

@@ -81,3 +81,41 @@ def test_recipes_match_the_trl_the_image_ships(trlstack_image: str) -> None:
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     checked = [line.split()[:2] for line in done.stdout.splitlines()]
     assert checked == [[name, "ok"] for name in ("grpo", "rloo", "online-dpo")]
+
+
+# transformers refuses a `kernels` outside the range it declares, at model load (a crash on every GPU). In the
+# image, transformers must accept its kernels, the policy's metadata check must agree with transformers' own,
+# and the kernel the policy picks for Hopper and for Ampere must load through transformers up to the download
+# from the Hub, which this offline container cannot reach (the first step that needs the Hub or a GPU).
+HUB_KERNELS_LOAD = """
+from transformers.integrations.hub_kernels import get_attn_kernel_version, load_and_register_attn_kernel
+from transformers.utils.import_utils import is_kernels_available
+from trlstack import policy
+from trlstack.gpus import Gpu
+
+assert is_kernels_available(), "transformers refuses the kernels this image ships"
+assert policy.installed_kernels_problem() is None, policy.installed_kernels_problem()
+online = lambda repo: policy.hub_kernel_unavailable(repo, {"HOME": "/tmp"})  # as on a connected host
+for capability in ((9, 0), (8, 0)):
+    chosen, notes = policy.choose_attention([Gpu(0, compute_capability=capability)], online)
+    assert chosen.startswith("kernels-community/"), (capability, chosen, notes)
+    version = policy.HUB_KERNEL_VERSION.get(chosen, policy.DEFAULT_HUB_KERNEL_VERSION)
+    assert get_attn_kernel_version(chosen) == version, (chosen, get_attn_kernel_version(chosen), version)
+    try:
+        load_and_register_attn_kernel(chosen)
+    except ImportError:
+        raise  # transformers refused the kernels package: what this test exists to catch
+    except Exception as error:  # the Hub download, refused offline
+        print(capability, chosen, "stopped at the Hub:", str(error).splitlines()[0][:300])
+"""
+
+
+def test_policy_hub_kernels_load_through_transformers_up_to_the_hub(trlstack_image: str) -> None:
+    done = docker_run(trlstack_image, f"python - <<'PY'\n{HUB_KERNELS_LOAD}\nPY", timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    reached = [line for line in done.stdout.splitlines() if "stopped at the Hub" in line]
+    assert [line.split(" stopped")[0] for line in reached] == [
+        "(9, 0) kernels-community/flash-attn3",
+        "(8, 0) kernels-community/flash-attn2",
+    ], done.stdout
+    assert all("offline" in line.lower() for line in reached), done.stdout

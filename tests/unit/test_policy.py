@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from trlstack import policy
 from trlstack.gpus import Gpu
@@ -12,6 +10,7 @@ from trlstack.policy import (
     Attention,
     choose_attention,
     hub_kernel_unavailable,
+    kernels_mismatch,
     precision,
 )
 
@@ -95,16 +94,60 @@ def test_the_preference_table_is_data_a_benchmark_can_reorder():
 
 @pytest.fixture
 def kernels_installed(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        policy.importlib.util, "find_spec", lambda name: object() if name == "kernels" else real(name)
-    )
+    """transformers and a `kernels` it accepts are installed (the light test environment has neither)."""
+    monkeypatch.setattr(policy, "installed_kernels_problem", lambda: None)
 
 
 def test_without_the_kernels_package_no_hub_kernel_is_used(monkeypatch, tmp_path):
-    monkeypatch.setattr(policy.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(
+        policy, "installed_kernels_problem", lambda: kernels_mismatch("5.17.0", TRANSFORMERS_5_17, None)
+    )
     reason = hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)})
     assert reason == "the `kernels` package is not installed"
+
+
+# Requires-Dist lines of transformers 5.17.0 that name kernels (its extras), and two unrelated ones.
+TRANSFORMERS_5_17 = [
+    "huggingface-hub<2.0,>=1.5.0",
+    'kernels<0.17,>=0.16.0; extra == "kernels"',
+    'kernels<0.17,>=0.16.0; extra == "integrations"',
+    'torch>=2.4; extra == "torch"',
+]
+
+
+@pytest.mark.parametrize("version", ["0.16.0", "0.16.2"])
+def test_a_kernels_version_transformers_declares_is_accepted(version):
+    assert kernels_mismatch("5.17.0", TRANSFORMERS_5_17, version) is None
+
+
+@pytest.mark.parametrize("version", ["0.17.2", "0.15.2", "0.17.0rc1"])
+def test_a_kernels_version_transformers_refuses_is_named_with_the_range(version):
+    reason = kernels_mismatch("5.17.0", TRANSFORMERS_5_17, version)
+    assert reason == (
+        f"kernels {version} is installed, but transformers 5.17.0 loads Hub kernels only with "
+        "kernels<0.17,>=0.16.0"
+    )
+
+
+def test_without_transformers_or_its_range_no_hub_kernel_is_trusted():
+    assert kernels_mismatch(None, [], "0.16.2") == "transformers is not installed"
+    assert kernels_mismatch("9.0.0", ["torch>=2.4"], "0.16.2") == (
+        "transformers 9.0.0 declares no `kernels` version it loads Hub kernels with"
+    )
+
+
+def test_a_refused_kernels_falls_back_to_sdpa_in_the_policy(monkeypatch, tmp_path):
+    # What crashed Hopper runs: kernels 0.17.2 beside transformers 5.17.0 now means sdpa and a note.
+    monkeypatch.setattr(
+        policy, "installed_kernels_problem", lambda: kernels_mismatch("5.17.0", TRANSFORMERS_5_17, "0.17.2")
+    )
+    unavailable = lambda repo: hub_kernel_unavailable(repo, {"HOME": str(tmp_path)})  # noqa: E731
+    chosen, notes = choose_attention([gpu((9, 0))], unavailable)
+    assert chosen == "sdpa"
+    assert notes[0] == (
+        "kernels-community/flash-attn3 skipped: kernels 0.17.2 is installed, but transformers 5.17.0 loads "
+        "Hub kernels only with kernels<0.17,>=0.16.0"
+    )
 
 
 def cache_entry(cache, repo_id, version, kind="kernels"):
