@@ -52,14 +52,12 @@ def words(count: int) -> list[str]:
     ]
 
 
-def make_model(directory: Path) -> None:
-    """Random Qwen2.5-0.5B-shaped weights (bf16) and a byte-level BPE tokenizer of the same vocabulary size,
-    trained here on made-up words (Qwen2's tokenizer class loads it; every id decodes)."""
-    import torch
+def make_tokenizer(directory: Path, vocab: int) -> None:
+    """A byte-level BPE tokenizer of `vocab` ids trained here on made-up words (Qwen2's tokenizer class loads
+    it; every id decodes)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+    from transformers import PreTrainedTokenizerFast
 
-    vocab = QWEN25_05B["vocab_size"]
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
@@ -77,9 +75,25 @@ def make_model(directory: Path) -> None:
         tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
     )
     fast.save_pretrained(directory)
+
+
+def make_model(directory: Path, shape: dict = QWEN25_05B, tokenizer: Path | None = None) -> None:
+    """Random Qwen2-shaped weights (bf16, made on the GPU when there is one) and a tokenizer of the same
+    vocabulary size: copied from `tokenizer` when given, else trained here."""
+    import shutil
+
+    import torch
+    from transformers import AutoModelForCausalLM, Qwen2Config
+
+    if tokenizer is None:
+        make_tokenizer(directory, shape["vocab_size"])
+    else:
+        shutil.copytree(tokenizer, directory, dirs_exist_ok=True)
     torch.manual_seed(0)
-    config = Qwen2Config(**QWEN25_05B, dtype="bfloat16")
-    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(directory)
+    config = Qwen2Config(**shape, dtype="bfloat16")
+    with torch.device("cuda" if torch.cuda.is_available() else "cpu"):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    model.save_pretrained(directory)
 
 
 def reward_early_letters(completions, **_) -> list[float]:

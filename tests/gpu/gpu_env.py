@@ -39,7 +39,7 @@ def free_port() -> int:
 
 def start_server(model: Path, port: int, log: Path, gpus: str | None = None) -> subprocess.Popen:
     """serve-vllm on `model` in its own process group (so stop() ends its workers too), logging to `log`."""
-    env = {**os.environ, "VLLM_USE_FLASHINFER_SAMPLER": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "0")}
+    env = dict(os.environ)  # as the image runs it: vLLM's own sampler choice (FlashInfer is shipped)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     argv = ["serve-vllm", "--model", str(model), "--port", str(port), "--gpu-memory-utilization", "0.3"]

@@ -47,6 +47,25 @@ def test_answers_an_openai_completion(server, tiny):
     assert reply.choices[0].text
 
 
+def test_samples_with_top_k_and_top_p(server, tiny):
+    # Truncated sampling goes through vLLM's FlashInfer sampler on CUDA (flashinfer-python is shipped; its
+    # kernels compile on first use), not the plain path TRL's defaults (top_p 1, top_k 0) take.
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{server}/v1", api_key="unused")
+    reply = client.completions.create(
+        model=str(tiny / "model"),
+        prompt="The capital of France is",
+        max_tokens=8,
+        n=4,
+        temperature=1.0,
+        top_p=0.9,
+        extra_body={"top_k": 20, "min_tokens": 8, "ignore_eos": True},
+    )
+    assert reply.usage.completion_tokens == 32
+    assert all(choice.text for choice in reply.choices)
+
+
 def test_runs_with_trls_flags_and_offers_weight_transfer(server):
     info = get_json(f"{server}/server_info?config_format=json")
     assert info["vllm_config"]["weight_transfer_config"]["backend"] == "nccl"

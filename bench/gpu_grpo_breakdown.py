@@ -1,0 +1,501 @@
+"""Where a colocated GRPO step goes on one GPU, which one-GPU settings are fastest, how large a model fits.
+
+Every case runs in its own process, side by side in one invocation, on random-weight Qwen2.5-shaped models (a
+tokenizer trained on the spot, as in bench/gpu_grpo.py), every completion forced to --completion-tokens:
+
+- `generate`: vLLM alone, the engine TRL builds in colocate mode (same memory fraction, batch limits,
+  sampling, log-probabilities), generating the step's completions from the same prompt ids;
+- `train`: TRL's GRPO step with generation replaced by fixed completions of the same length (the same trainer
+  code: rewards, loss, backward, optimizer), i.e. the training step alone;
+- `grpo`: the real colocated GRPO step, split into phases with TRL's own profiling points (timed with CUDA
+  synchronisation): weight sync into vLLM, generation (with sleep/wake when enabled), rewards, the old
+  log-probabilities forward, the loss forward, backward, optimizer, and the rest.
+
+The overhead ratio is step / (generate alone + train alone). Cases differ by model shape and by a variant of
+settings (`VARIANTS`); the first `grpo` case of a shape starts with an empty vLLM compile cache, later ones
+reuse it, so their times to the first finished step give the cold and warm start-up.
+
+    python bench/gpu_grpo_breakdown.py --plan levers --out bench/results/gpu_grpo_breakdown.json
+    python bench/gpu_grpo_breakdown.py --plan sizes --out bench/results/gpu_grpo_sizes.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_grpo import QWEN25_05B, make_model, make_tokenizer, reward_early_letters, words  # noqa: E402
+
+STARTED = time.time()  # the child process's start, for the time to the first finished step
+
+# Qwen2.5 config values (random weights). The tokenizer is trained to 151936 ids; the 7B shape keeps that
+# vocabulary (its real one has 152064 rows, 0.1% more parameters) so every sampled id decodes.
+SHAPES = {
+    "0.5B": QWEN25_05B,
+    "1.5B": {**QWEN25_05B, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+             "num_attention_heads": 12, "num_key_value_heads": 2},
+    "3B": {**QWEN25_05B, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
+           "num_attention_heads": 16, "num_key_value_heads": 2},
+    "7B": {**QWEN25_05B, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "tie_word_embeddings": False},
+}  # fmt: skip
+
+# GRPOConfig settings per variant, over TRL 1.16's own defaults (colocate: vllm_gpu_memory_utilization 0.3,
+# gradient_checkpointing True, no sleep mode, no Liger).
+VARIANTS: dict[str, dict] = {
+    "trl": {},
+    "no-ckpt": {"gradient_checkpointing": False},
+    "sleep": {"vllm_enable_sleep_mode": True},
+    "liger": {"use_liger_kernel": True},
+    "no-ckpt-mem0.2": {"gradient_checkpointing": False, "vllm_gpu_memory_utilization": 0.2},
+    "sleep-mem0.5": {"vllm_enable_sleep_mode": True, "vllm_gpu_memory_utilization": 0.5},
+}
+
+# (kind, shape, variant) cases of each plan, run in this order.
+PLANS = {
+    "levers": [
+        ("grpo", "0.5B", "trl"),  # first: cold compile cache
+        ("grpo", "0.5B", "no-ckpt"),
+        ("grpo", "0.5B", "sleep"),
+        ("grpo", "0.5B", "liger"),
+        ("grpo", "0.5B", "no-ckpt-mem0.2"),
+        ("generate", "0.5B", "trl"),
+        ("train", "0.5B", "trl"),
+        ("train", "0.5B", "no-ckpt"),
+    ],
+    "sizes": [
+        ("grpo", "1.5B", "no-ckpt"),
+        ("grpo", "3B", "no-ckpt"),
+        ("grpo", "3B", "trl"),
+        ("grpo", "7B", "no-ckpt"),
+        ("grpo", "7B", "trl"),
+        ("grpo", "7B", "sleep-mem0.5"),
+    ],
+    "smoke": [("train", "tiny", "trl"), ("grpo-generate", "tiny", "trl")],  # CPU check of this script
+}
+SHAPES["tiny"] = {**QWEN25_05B, "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
+                  "num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}  # fmt: skip
+
+# TRL's profiling points (and a few wrapped calls), named as phases. Each phase counts its own time only: time
+# spent in a nested point goes to that point. Log-probabilities computed while preparing the batch are the old
+# (and reference) ones; inside compute_loss they are the loss's own forward.
+PHASES = {
+    "weight sync": "weight sync",
+    "vLLM.generate": "generation",
+    "transformers.generate": "generation",
+    "sleep/wake": "sleep/wake",
+    "_calculate_rewards": "rewards",
+    "_prepare_inputs": "batch preparation (rest)",
+    "compute_loss": "loss (rest)",
+    "backward": "backward",
+}
+IGNORED = {
+    "sync_weights"
+}  # TRL's point around the weight sync; the sync itself is wrapped (it nests sleep/wake)
+
+
+def cuda_sync() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+class Phases:
+    """Seconds per phase for each optimizer step, exclusive of nested phases."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, float]] = []
+        self.current: dict[str, float] = {}
+        self.stack: list[list] = []  # [name, seconds spent in nested phases]
+
+    def add(self, phase: str, seconds: float) -> None:
+        self.current[phase] = self.current.get(phase, 0.0) + seconds
+
+    def phase(self, name: str) -> str:
+        if name == "_get_per_token_logps_and_entropies":
+            return (
+                "loss forward" if any(entry[0] == "compute_loss" for entry in self.stack) else "old logprobs"
+            )
+        return PHASES.get(name, name)
+
+    @contextlib.contextmanager
+    def timed(self, name: str):
+        if name in IGNORED:
+            yield
+            return
+        cuda_sync()
+        self.stack.append([name, 0.0])
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            cuda_sync()
+            seconds = time.perf_counter() - start
+            _, nested = self.stack.pop()
+            if self.stack:
+                self.stack[-1][1] += seconds
+            self.add(self.phase(name), seconds - nested)
+
+    def wrap(self, owner, attribute: str, name: str) -> None:
+        original = getattr(owner, attribute)
+
+        def timed_call(*args, **kwargs):
+            with self.timed(name):
+                return original(*args, **kwargs)
+
+        setattr(owner, attribute, timed_call)
+
+    def install(self, trainer) -> None:
+        """Time TRL's profiling points (made to synchronise), the weight sync, sleep/wake and backward."""
+        from trl.extras import profiling
+
+        phases = self
+        prefix = f"{type(trainer).__name__}."
+
+        class Timed(profiling.ProfilingContext):
+            def __enter__(self):
+                self._phase = phases.timed(self.name.removeprefix(prefix))
+                self._phase.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return self._phase.__exit__(*exc)
+
+        profiling.ProfilingContext = Timed
+        self.wrap(trainer.accelerator, "backward", "backward")
+        generation = getattr(trainer, "vllm_generation", None)
+        if generation is not None:
+            self.wrap(generation, "sync_weights", "weight sync")
+            self.wrap(generation.llm, "sleep", "sleep/wake")
+            self.wrap(generation.llm, "wake_up", "sleep/wake")
+
+
+def make_callback(phases: Phases, first_step: list[float]):
+    from transformers import TrainerCallback
+
+    class StepClock(TrainerCallback):
+        def on_step_begin(self, *_, **__):
+            cuda_sync()
+            self.start = time.perf_counter()
+
+        def on_pre_optimizer_step(self, *_, **__):
+            cuda_sync()
+            self.optimizer_start = time.perf_counter()
+
+        def on_optimizer_step(self, *_, **__):
+            cuda_sync()
+            phases.add("optimizer", time.perf_counter() - self.optimizer_start)
+
+        def on_step_end(self, *_, **__):
+            cuda_sync()
+            total = time.perf_counter() - self.start
+            if not first_step:
+                first_step.append(time.time() - STARTED)
+            step = {**phases.current, "step": total}
+            step["other"] = total - sum(phases.current.values())
+            phases.steps.append(step)
+            phases.current = {}
+
+    return StepClock()
+
+
+def dataset_and_prompts(args):
+    from datasets import Dataset
+
+    vocabulary = words(5000)
+    prompts = [" ".join(vocabulary[(7 * i + j) % 5000] for j in range(args.prompt_words)) for i in range(512)]
+    return Dataset.from_dict({"prompt": prompts}), prompts
+
+
+def grpo_config(kind: str, variant: str, args, output_dir: str):
+    import torch
+    from trl import GRPOConfig
+
+    n = args.completion_tokens
+    gpu = torch.cuda.is_available()
+    vllm = kind == "grpo"
+    settings = dict(
+        output_dir=output_dir,
+        per_device_train_batch_size=args.batch,
+        num_generations=args.generations,
+        max_completion_length=n,
+        generation_kwargs={"min_tokens": n, "ignore_eos": True} if vllm else {"min_new_tokens": n},
+        max_steps=args.steps,
+        learning_rate=1e-6,
+        bf16=gpu,
+        use_cpu=not gpu,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_vllm=vllm,
+        vllm_mode="colocate",
+        model_init_kwargs={"dtype": torch.bfloat16 if gpu else torch.float32, "attn_implementation": "sdpa"},
+        seed=0,
+    )
+    settings.update(VARIANTS[variant])
+    return GRPOConfig(**settings)
+
+
+def fixed_completions(trainer, tokens: int):
+    """Replace generation with fixed completions of `tokens` ids (no EOS): the training step alone."""
+    import random
+
+    rng = random.Random(0)
+    vocab = trainer.model.config.vocab_size
+    eos = set(trainer.eos_token_ids)
+    pool = [i for i in range(3, min(vocab, 5000)) if i not in eos]
+
+    def generate(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        return [[rng.choice(pool) for _ in range(tokens)] for _ in prompt_ids], None
+
+    trainer._generate_single_turn = generate
+
+
+def run_trainer(kind: str, shape: str, variant: str, model_dir: str, args) -> dict:
+    import torch
+    from trl import GRPOTrainer
+
+    dataset, _ = dataset_and_prompts(args)
+    phases = Phases()
+    first_step: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="grpo-out-") as output_dir:
+        config = grpo_config("grpo" if kind == "grpo" else "train", variant, args, output_dir)
+        started = time.perf_counter()
+        trainer = GRPOTrainer(
+            model=model_dir,
+            reward_funcs=reward_early_letters,
+            args=config,
+            train_dataset=dataset,
+            callbacks=[make_callback(phases, first_step)],
+        )
+        init_s = time.perf_counter() - started
+        if kind == "train":
+            fixed_completions(trainer, args.completion_tokens)
+        phases.install(trainer)
+        trainer.train()
+    timed = phases.steps[args.skip :]
+    names = sorted({name for step in timed for name in step})
+    logs = [entry for entry in trainer.state.log_history if "loss" in entry]
+    return {
+        "init_s": init_s,
+        "first_step_after_s": first_step[0] if first_step else None,
+        "steps": phases.steps,
+        "median_s": {name: statistics.median(step.get(name, 0.0) for step in timed) for name in names},
+        "timed_steps": len(timed),
+        "completion_mean_length": [entry.get("completions/mean_length") for entry in logs],
+        "loss": [entry["loss"] for entry in logs],
+        "peak_memory_gib": torch.cuda.max_memory_allocated() / 2**30 if torch.cuda.is_available() else None,
+        "gpu_memory_gib": torch.cuda.get_device_properties(0).total_memory / 2**30
+        if torch.cuda.is_available()
+        else None,
+    }
+
+
+def run_generate(shape: str, variant: str, model_dir: str, args) -> dict:
+    """vLLM alone with the engine settings TRL's colocate mode uses, on the same prompt ids."""
+    from transformers import AutoTokenizer
+    from vllm import LLM, SamplingParams
+
+    settings = {**grpo_defaults(), **VARIANTS[variant]}
+    _, prompts = dataset_and_prompts(args)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    started = time.perf_counter()
+    llm = LLM(
+        model=model_dir,
+        gpu_memory_utilization=settings["vllm_gpu_memory_utilization"],
+        max_num_seqs=args.batch,
+        max_num_batched_tokens=4096,
+        logprobs_mode="processed_logprobs",
+        seed=0,
+    )
+    init_s = time.perf_counter() - started
+    n = args.completion_tokens
+    sampling = SamplingParams(
+        n=1, temperature=1.0, top_p=1.0, top_k=0, min_p=0.0, max_tokens=n, logprobs=0, min_tokens=n,
+        ignore_eos=True,
+    )  # fmt: skip
+    per_step = args.batch // args.generations
+    times = []
+    for step in range(args.steps):
+        batch = prompts[step * per_step : (step + 1) * per_step]
+        ids = [
+            {"prompt_token_ids": tokenizer(p)["input_ids"]} for p in batch for _ in range(args.generations)
+        ]
+        cuda_sync()
+        start = time.perf_counter()
+        outputs = llm.generate(ids, sampling_params=sampling, use_tqdm=False)
+        cuda_sync()
+        times.append(time.perf_counter() - start)
+        assert all(len(o.outputs[0].token_ids) == n for o in outputs)
+    timed = times[args.skip :]
+    return {"init_s": init_s, "steps": [{"generation": t} for t in times],
+            "median_s": {"generation": statistics.median(timed)}, "timed_steps": len(timed)}  # fmt: skip
+
+
+def grpo_defaults() -> dict:
+    from trl import GRPOConfig
+
+    fields = GRPOConfig.__dataclass_fields__
+    return {name: fields[name].default for name in ("vllm_gpu_memory_utilization", "gradient_checkpointing")}
+
+
+def child(kind: str, shape: str, variant: str, model_dir: str, args) -> dict:
+    if kind == "generate":
+        return run_generate(shape, variant, model_dir, args)
+    if kind == "grpo-generate":  # CPU smoke of the phase timing, transformers generating
+        return run_trainer("grpo-generate", shape, variant, model_dir, args)
+    return run_trainer(kind, shape, variant, model_dir, args)
+
+
+def run_child(case: tuple[str, str, str], model_dir: str, args) -> dict:
+    argv = [sys.executable, __file__, "--child", *case, model_dir, *args.passthrough]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.case_timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": f"timed out after {args.case_timeout} s"}
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode == 0 and lines:
+        return {"status": "ok", **json.loads(lines[-1])}
+    text = done.stderr
+    reason = "out of GPU memory" if "OutOfMemoryError" in text or "out of memory" in text else ""
+    sys.stderr.write(text[-3000:])
+    tail = " | ".join(text.strip().splitlines()[-4:])[-600:]
+    return {"status": "oom" if reason else "failed", "reason": reason or tail}
+
+
+def overhead(results: list[dict]) -> list[dict]:
+    """step / (generate alone + train alone) for each grpo case with both parts measured at its shape."""
+    ok = {(r["kind"], r["shape"], r["variant"]): r for r in results if r["status"] == "ok"}
+    ratios = []
+    for (kind, shape, variant), case in ok.items():
+        generate = ok.get(("generate", shape, "trl"))  # the engine is the same for every training variant
+        train = ok.get(("train", shape, variant))
+        if kind != "grpo" or not generate or not train:
+            continue
+        alone = generate["median_s"]["generation"] + train["median_s"]["step"]
+        ratios.append({"shape": shape, "variant": variant, "step_s": case["median_s"]["step"],
+                       "generate_alone_s": generate["median_s"]["generation"],
+                       "train_alone_s": train["median_s"]["step"],
+                       "ratio": case["median_s"]["step"] / alone})  # fmt: skip
+    return ratios
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--plan", choices=PLANS, default="levers")
+    parser.add_argument("--out", type=Path, default=Path("bench/results/gpu_grpo_breakdown.json"))
+    parser.add_argument("--child", nargs=4, metavar=("KIND", "SHAPE", "VARIANT", "MODEL_DIR"))
+    parser.add_argument(
+        "--make-model", nargs=3, metavar=("SHAPE", "DIR", "TOKENIZER"), help=argparse.SUPPRESS
+    )
+    parser.add_argument("--only", nargs="*", help="run only the plan's cases whose shape is listed")
+    knobs = parser.add_argument_group("run shape (passed to each case)")
+    knobs.add_argument("--steps", type=int, default=6)
+    knobs.add_argument("--skip", type=int, default=2, help="first steps left out of the medians")
+    knobs.add_argument("--batch", type=int, default=16, help="completions per step")
+    knobs.add_argument("--generations", type=int, default=8, help="completions per prompt")
+    knobs.add_argument("--completion-tokens", type=int, default=256)
+    knobs.add_argument("--prompt-words", type=int, default=64)
+    parser.add_argument("--case-timeout", type=int, default=400)
+    parser.add_argument("--models", type=Path, help="folder for the random models (default: a temporary one)")
+    args = parser.parse_args()
+    shape_keys = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
+    args.passthrough = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in shape_keys]
+    if args.child:
+        kind, shape, variant, model_dir = args.child
+        print(json.dumps(child(kind, shape, variant, model_dir, args)))
+        return 0
+    if args.make_model:  # in a process of its own, so this one never holds GPU memory the cases need
+        shape, directory, tokenizer = args.make_model
+        if not Path(tokenizer).exists():
+            make_tokenizer(Path(tokenizer), SHAPES[shape]["vocab_size"])
+        make_model(Path(directory), SHAPES[shape], tokenizer=Path(tokenizer))
+        return 0
+
+    cases = [case for case in PLANS[args.plan] if not args.only or case[1] in args.only]
+    root = Path(args.models or tempfile.mkdtemp(prefix="grpo-models-"))
+    results = []
+    for shape in dict.fromkeys(shape for _, shape, _ in cases):
+        model_dir = root / shape
+        started = time.perf_counter()
+        if not (model_dir / "config.json").exists():
+            tokenizer = root / f"tokenizer-{SHAPES[shape]['vocab_size']}"
+            made = [sys.executable, __file__, "--make-model", shape, str(model_dir), str(tokenizer)]
+            subprocess.run(made, check=True)
+        print(f"{shape}: model ready in {time.perf_counter() - started:.0f} s", flush=True)
+        for case in [c for c in cases if c[1] == shape]:
+            result = {
+                "kind": case[0],
+                "shape": case[1],
+                "variant": case[2],
+                **run_child(case, str(model_dir), args),
+            }
+            results.append(result)
+            shown = (
+                " ".join(f"{k}={v:.3f}" for k, v in result["median_s"].items())
+                + f" init={result['init_s']:.0f}s peak={result.get('peak_memory_gib') or 0:.1f}GiB"
+                if result["status"] == "ok"
+                else f"{result['status']}: {result['reason'][:300]}"
+            )
+            print(f"{' '.join(case):>24}  {shown}", flush=True)
+        if args.models is None:
+            shutil.rmtree(model_dir, ignore_errors=True)
+    report = {
+        "benchmark": "GRPO colocated on one GPU: step breakdown, one-GPU settings and model sizes",
+        "plan": args.plan,
+        "shapes": {shape: SHAPES[shape] for shape in dict.fromkeys(s for _, s, _ in cases)},
+        "variants": VARIANTS,
+        **{k: getattr(args, k) for k in shape_keys},
+        "gpu": gpu_name(),
+        "versions": versions(),
+        "results": results,
+        "overhead": overhead(results),
+    }
+    for row in report["overhead"]:
+        print(f"overhead {row['shape']} {row['variant']}: {row['ratio']:.2f}", flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+def gpu_name() -> str | None:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def versions() -> dict:
+    from importlib import metadata
+
+    names = (
+        "torch",
+        "vllm",
+        "trl",
+        "transformers",
+        "accelerate",
+        "kernels",
+        "liger-kernel",
+        "flashinfer-python",
+    )
+    found = {}
+    for name in names:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found[name] = metadata.version(name)
+    return found
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    raise SystemExit(main())
