@@ -124,10 +124,13 @@ class Phases:
 
     def phase(self, name: str) -> str:
         if name == "_get_per_token_logps_and_entropies":
-            return (
-                "loss forward" if any(entry[0] == "compute_loss" for entry in self.stack) else "old logprobs"
-            )
+            return "loss forward" if self.inside("compute_loss") else "old logprobs"
+        if self.inside("_calculate_rewards"):
+            return "rewards"  # each reward function's own point
         return PHASES.get(name, name)
+
+    def inside(self, name: str) -> bool:
+        return any(entry[0] == name for entry in self.stack)
 
     @contextlib.contextmanager
     def timed(self, name: str):

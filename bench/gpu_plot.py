@@ -83,11 +83,63 @@ def plot_serve(report: dict, out: Path) -> None:
     figure.savefig(out, dpi=120)
 
 
+PHASE_ORDER = [
+    "weight sync", "sleep/wake", "generation", "rewards", "old logprobs", "batch preparation (rest)",
+    "loss forward", "loss (rest)", "backward", "optimizer", "other",
+]  # fmt: skip
+
+
+def plot_breakdown(report: dict, out: Path) -> None:
+    """Stacked median seconds per phase: each grpo variant, and generation and training alone."""
+    runs = [r for r in report["results"] if r["status"] == "ok"]
+    labels = [f"{r['kind']}\n{r['shape']} {r['variant']}" for r in runs]
+    figure, axes = plt.subplots(figsize=(max(7, 1.3 * len(runs)), 5))
+    colors = plt.get_cmap("tab20")
+    phases = [p for p in PHASE_ORDER if any(p in r["median_s"] for r in runs)]
+    bottoms = [0.0] * len(runs)
+    for index, phase in enumerate(phases):
+        values = [r["median_s"].get(phase, 0.0) for r in runs]
+        axes.bar(labels, values, bottom=bottoms, color=colors(index), label=phase)
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    for x, r in enumerate(runs):
+        total = r["median_s"].get("step", r["median_s"].get("generation", 0.0))
+        axes.text(x, total, f"{total:.2f} s", ha="center", va="bottom", fontsize=8)
+    ratios = ", ".join(f"{o['shape']} {o['variant']}: {o['ratio']:.2f}" for o in report.get("overhead", []))
+    axes.set_ylabel("seconds per step (median)")
+    axes.set_title(f"GRPO colocated on one {report['gpu']}; overhead step/(generate+train alone): {ratios}")
+    axes.legend(fontsize=7, ncol=2)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+def plot_sizes(report: dict, out: Path) -> None:
+    """Seconds per step and peak memory per model shape and variant; OOM marked."""
+    runs = report["results"]
+    labels = [f"{r['shape']}\n{r['variant']}" for r in runs]
+    figure, (speed, memory) = plt.subplots(1, 2, figsize=(max(9, 1.6 * len(runs)), 4.5))
+    for x, r in enumerate(runs):
+        if r["status"] != "ok":
+            speed.text(x, 0, r["status"], ha="center", va="bottom", rotation=90)
+            continue
+        bar = speed.bar(x, r["median_s"]["step"], color="#2f6fb0")
+        speed.bar_label(bar, fmt="%.2f", fontsize=7)
+        bar = memory.bar(x, r.get("peak_memory_gib") or 0.0, color="#9aa5b1")
+        memory.bar_label(bar, fmt="%.0f", fontsize=7)
+    for axes, title in ((speed, "seconds per GRPO step (median)"), (memory, "peak GPU memory (GiB)")):
+        axes.set_xticks(range(len(runs)), labels, fontsize=8)
+        axes.set_title(title)
+    figure.suptitle(f"GRPO colocated on one {report['gpu']}, Qwen2.5-shaped models")
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
 PLOTS = {
     "gpu_attention": plot_attention,
     "gpu_attention_fa4": plot_attention,
     "gpu_grpo": plot_grpo,
     "gpu_serve": plot_serve,
+    "gpu_grpo_breakdown": plot_breakdown,
+    "gpu_grpo_sizes": plot_sizes,
 }
 
 
