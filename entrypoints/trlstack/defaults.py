@@ -66,6 +66,12 @@ class Env(StrEnum):
     NETWORK_INTERNAL = "TRLSTACK_NETWORK_INTERNAL"
     OUTPUTS = "TRLSTACK_OUTPUTS"
 
+    # Read by the tests' image build and the CI provisioning (tests/conftest.py, scripts/nix.sh).
+    BASE_IMAGE = "TRLSTACK_BASE_IMAGE"
+    CA_BUNDLE = "TRLSTACK_CA_BUNDLE"
+    WITH_KERNEL_CACHE = "TRLSTACK_WITH_KERNEL_CACHE"
+    NIX_ROOT = "TRLSTACK_NIX_ROOT"
+
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"

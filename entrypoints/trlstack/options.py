@@ -110,6 +110,12 @@ def add_settings(parser: Group, settings: type[DataclassInstance], environ: Mapp
             add_setting(parser, field.name, spec, field.default, environ)
 
 
+def variables(settings: type[DataclassInstance]) -> list[Env]:
+    """The environment variables the dataclass `settings` reads, in the order declared."""
+    specs = (field.metadata.get(_SETTING) for field in dataclasses.fields(settings))
+    return [spec.env for spec in specs if spec is not None]
+
+
 def settings_from(settings: type[S], args: argparse.Namespace, **more: Any) -> S:
     """The `settings` object for parsed `args` (the fields add_settings added), plus the fields in `more`."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if _SETTING in f.metadata}
