@@ -129,6 +129,33 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A role's command line: its name and description, what --print-command prints, and what
+    CUDA_VISIBLE_DEVICES chooses for it."""
+
+    prog: str
+    description: str
+    prints: str
+    chooses: str
+
+
+def parse_role(
+    role: Role, settings: type[S], argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[S, argparse.Namespace]:
+    """The role's `settings` from its arguments and environment, and the parsed arguments (the preview flags).
+
+    Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
+    """
+    parser = Parser(prog=role.prog, description=role.description)
+    add_settings(parser, settings, environ)
+    add_preview(parser, role.prints)
+    own, extra = split_extra(argv)
+    args = parser.parse_args(own)
+    check_preview(args, role.chooses)
+    return settings_from(settings, args, extra=extra), args
+
+
 # argparse types --------------------------------------------------------------------------------------------
 
 

@@ -134,24 +134,20 @@ def _split(
                 f"GPU {describe_indices(shared)} is in both --serve-gpus and --train-gpus; the server and "
                 f"the trainer need disjoint GPUs ({COLOCATE_FIX})."
             )
-    elif serve_gpus is not None:
-        serve = _pick("--serve-gpus", serve_gpus, by_index, machine)
-        train = tuple(gpu for gpu in gpus if gpu not in serve)
-        if not train:
-            raise UsageError(
-                f"--serve-gpus {describe_indices(serve_gpus)} leaves no GPU to train on; {machine}: "
-                "keep at least one out of --serve-gpus."
-            )
-    else:
-        assert train_gpus is not None  # both None returned above
-        train = _pick("--train-gpus", train_gpus, by_index, machine)
-        serve = tuple(gpu for gpu in gpus if gpu not in train)
-        if not serve:
-            raise UsageError(
-                f"--train-gpus {describe_indices(train_gpus)} leaves no GPU for the vLLM server; {machine}: "
-                "keep at least one out of --train-gpus."
-            )
-    return serve, train
+        return serve, train
+    # One side given: the other is the rest of the machine, and must keep a GPU.
+    serving = serve_gpus is not None
+    flag, indices = ("--serve-gpus", serve_gpus) if serving else ("--train-gpus", train_gpus)
+    assert indices is not None  # neither given returned above
+    chosen = _pick(flag, indices, by_index, machine)
+    rest = tuple(gpu for gpu in gpus if gpu not in chosen)
+    if not rest:
+        lacking = "to train on" if serving else "for the vLLM server"
+        raise UsageError(
+            f"{flag} {describe_indices(indices)} leaves no GPU {lacking}; {machine}: "
+            f"keep at least one out of {flag}."
+        )
+    return (chosen, rest) if serving else (rest, chosen)
 
 
 def make_plan(

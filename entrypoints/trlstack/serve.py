@@ -9,12 +9,11 @@ unless told otherwise, and refuses addresses other machines could reach without 
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trlstack.command import Command, exec_command
@@ -22,20 +21,24 @@ from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, visible_gpus
 from trlstack.options import (
-    Parser,
-    add_preview,
-    add_settings,
+    Role,
     check_passthrough,
-    check_preview,
     fraction,
     one_of,
+    parse_role,
     positive_int,
     setting,
-    settings_from,
-    split_extra,
     switch,
 )
 from trlstack.ports import http_port_setting
+
+ROLE = Role(
+    "serve-vllm",
+    "Start TRL's vLLM generation server (dev-mode weight transfer over NCCL) on the visible GPUs. Arguments "
+    "after `--` go to `vllm serve` unchanged.",
+    prints="the command and its environment",
+    chooses="the GPUs the server runs on",
+)
 
 # The flags TRL's guide starts the server with: weight sync over NCCL and the log-probabilities TRL reads.
 TRL_SERVER_FLAGS = (
@@ -157,30 +160,10 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1"})
 
 
-def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="serve-vllm",
-        description="Start TRL's vLLM generation server (dev-mode weight transfer over NCCL) on the "
-        "visible GPUs. Arguments after `--` go to `vllm serve` unchanged.",
-    )
-    add_settings(parser, ServeSettings, environ)
-    add_preview(parser, "the command and its environment")
-    return parser
-
-
-def parse_settings(
-    argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[ServeSettings, argparse.Namespace]:
-    own, extra = split_extra(argv)
-    args = make_parser(environ).parse_args(own)
-    check_preview(args, "the GPUs the server runs on")
-    return settings_from(ServeSettings, args, extra=extra), args
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         environ = os.environ
-        settings, args = parse_settings(sys.argv[1:] if argv is None else argv, environ)
+        settings, args = parse_role(ROLE, ServeSettings, sys.argv[1:] if argv is None else argv, environ)
         check_bind(settings.host, settings.allow_public_bind)
         gpus = visible_gpus(environ) if args.gpus is None else [Gpu(index) for index in range(args.gpus)]
         command = build_command(settings, gpus)

@@ -25,22 +25,25 @@ from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
-    Parser,
-    add_preview,
-    add_settings,
+    Role,
     check_passthrough,
-    check_preview,
     one_of,
+    parse_role,
     positive_float,
     positive_int,
     setting,
-    settings_from,
-    split_extra,
     switch,
 )
 from trlstack.ports import group_port_setting
 from trlstack.recipes import RECIPES, Recipe
 
+ROLE = Role(
+    "train",
+    "Train with a TRL recipe through `accelerate launch`, generating with the vLLM server. Arguments after "
+    "`--` go to the TRL script (they override the config).",
+    prints="the command and merged config",
+    chooses="the training GPUs",
+)
 VLLM_MODES = ("server", "colocate")
 
 
@@ -323,26 +326,6 @@ def build_launch(
     return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
 
 
-def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="train",
-        description="Train with a TRL recipe through `accelerate launch`, generating with the vLLM "
-        "server. Arguments after `--` go to the TRL script (they override the config).",
-    )
-    add_settings(parser, TrainSettings, environ)
-    add_preview(parser, "the command and merged config")
-    return parser
-
-
-def parse_settings(
-    argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[TrainSettings, argparse.Namespace]:
-    own, extra = split_extra(argv)
-    args = make_parser(environ).parse_args(own)
-    check_preview(args, "the training GPUs")
-    return settings_from(TrainSettings, args, extra=extra), args
-
-
 def smoke_steps(launch: Launch) -> str:
     """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
     argv = launch.command.argv
@@ -364,7 +347,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from trlstack import health
 
         environ = os.environ
-        settings, args = parse_settings(sys.argv[1:] if argv is None else argv, environ)
+        settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
         recipe = resolve_recipe(settings.recipe)
         config_path = Path(settings.config) if settings.config else recipe.bundled_config
         user_config = trainconfig.load_config(config_path)
