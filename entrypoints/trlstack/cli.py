@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from trlstack import __version__
-from trlstack.errors import UsageError, run_main
-from trlstack.options import Parser
+from trlstack.errors import Parser, UsageError, run_main
 
 # name -> (module, one-line help). A module is imported only when its command runs. Register a new command by
 # adding a line here.

@@ -7,17 +7,16 @@ file gets what open() gives under the umask, like every other file a run writes.
 from __future__ import annotations
 
 import os
-import secrets
 import stat
-from pathlib import Path
 
 
-def write_atomically(path: str | Path, text: str) -> None:
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
     """Replace `path` with `text` in one step: readers see the old file or the new one, never a part, and a
     crash leaves the old file and no temporary one. The folder must exist."""
-    path = Path(path)
-    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else None
-    temporary = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    path = os.fspath(path)
+    mode = stat.S_IMODE(os.stat(path).st_mode) if os.path.exists(path) else None
+    folder, name = os.path.split(path)
+    temporary = os.path.join(folder, f".{name}.{os.urandom(6).hex()}.tmp")
     handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies
     try:
         with os.fdopen(handle, "w") as stream:
@@ -28,5 +27,6 @@ def write_atomically(path: str | Path, text: str) -> None:
             os.chmod(temporary, mode)
         os.replace(temporary, path)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        if os.path.exists(temporary):
+            os.unlink(temporary)
         raise

@@ -16,10 +16,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trlstack.defaults import FALSE_VALUES, TRUE_VALUES, Env
-from trlstack.errors import UsageError
+from trlstack.errors import Parser, UsageError
 
 _SETTING = "trlstack.setting"  # the field metadata key
 
@@ -120,13 +120,6 @@ def settings_from(settings: type[S], args: argparse.Namespace, **more: Any) -> S
     """The `settings` object for parsed `args` (the fields add_settings added), plus the fields in `more`."""
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if _SETTING in f.metadata}
     return settings(**values, **more)
-
-
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are UsageErrors, so every bad input exits 1 through run_main."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import math
 import os
 import sys
@@ -251,6 +250,8 @@ def _gpu_details(plan: Plan) -> list[dict[str, object]]:
 
 def render_json(plan: Plan) -> str:
     """The plan as JSON: the sizes, the .env keys, and each GPU's role (with UUID and name when known)."""
+    import json
+
     document = {
         "serve_gpus": list(plan.serve_indices),
         "train_gpus": list(plan.train_indices),

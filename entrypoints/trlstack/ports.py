@@ -3,7 +3,6 @@ once for every command that takes them, and what a local port is doing."""
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +31,8 @@ class Ports:
 
 def port_problem(port: int) -> str | None:
     """Why a server could not listen on 127.0.0.1:port, or None when it could."""
+    import socket
+
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and NCCL do
         try:
@@ -43,6 +44,8 @@ def port_problem(port: int) -> str | None:
 
 def free_port() -> int:
     """A port on 127.0.0.1 that nothing listens on now (the system picks it), for a server started next."""
+    import socket
+
     with socket.socket() as sock:
         sock.bind((LOOPBACK, 0))
         port: int = sock.getsockname()[1]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy, trainconfig
+from trlstack import policy
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, exec_command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
@@ -265,6 +265,8 @@ def build_launch(
     unavailable: Callable[[str], str | None] = lambda implementation: None,
 ) -> Launch:
     """The accelerate command and the merged config for a run; UsageError naming the fix for bad input."""
+    from trlstack import trainconfig  # YAML: not imported for --help
+
     recipe = resolve_recipe(settings.recipe)
     check_contradictions(settings)
     trainconfig.check_keys(user_config, recipe, source)
@@ -344,7 +346,7 @@ def say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from trlstack import gpus as gpu_probe
-        from trlstack import health
+        from trlstack import health, trainconfig
 
         environ = os.environ
         settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)

@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 from trlstack.defaults import Env
-from trlstack.errors import UsageError
+from trlstack.errors import Parser, UsageError
 from trlstack.options import (
-    Parser,
     add_settings,
     check_passthrough,
     one_of,

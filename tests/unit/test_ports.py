@@ -5,7 +5,8 @@ from __future__ import annotations
 import socket
 
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT
-from trlstack.options import Parser, add_settings, settings_from
+from trlstack.errors import Parser
+from trlstack.options import add_settings, settings_from
 from trlstack.ports import Ports, free_port, port_problem
 
 
