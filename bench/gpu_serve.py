@@ -15,33 +15,21 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
+
+from trlstack.errors import UsageError
+from trlstack.health import wait_for_health
+from trlstack.ports import free_port
 
 # vLLM's log lines that say where start-up time goes.
 TIMING = re.compile(
     r"(took|takes|finished in|Compil\w+ .* in|Loading weights) .*?\d+(\.\d+)? ?s", re.IGNORECASE
 )
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def healthy(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
-            return response.status == 200
-    except OSError:
-        return False
 
 
 def one_start(model: Path, caches: Path, log: Path, timeout: float) -> dict:
@@ -62,16 +50,11 @@ def one_start(model: Path, caches: Path, log: Path, timeout: float) -> dict:
             argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        while not healthy(url):
-            if process.poll() is not None:
-                return {
-                    "status": "failed",
-                    "reason": f"exited {process.returncode}: {log.read_text()[-600:]}",
-                }
-            if time.perf_counter() - started > timeout:
-                return {"status": "failed", "reason": f"no 200 from /health in {timeout:.0f} s"}
-            time.sleep(0.2)
+        exited = lambda: None if process.poll() is None else f"exited {process.returncode}"  # noqa: E731
+        wait_for_health(url, timeout, interval=0.2, stopped=exited)
         seconds = time.perf_counter() - started
+    except UsageError as error:
+        return {"status": "failed", "reason": f"{error}: {log.read_text()[-600:]}"}
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)

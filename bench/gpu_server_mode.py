@@ -13,15 +13,16 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from gpu_grpo import SERVER_MODE, make_model, run_child
+from trlstack.errors import UsageError
+from trlstack.health import wait_for_health
+from trlstack.ports import free_port
 
 P2P = """
 import json, statistics, torch
@@ -57,12 +58,6 @@ print(json.dumps({"bytes": size, "seconds": times[1:], "median_s": median, "gb_p
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def child_json(argv: list[str], env: dict[str, str], timeout: float) -> dict:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -77,15 +72,12 @@ def start_server(model_dir: Path, port: int, log: Path) -> tuple[subprocess.Pope
     started = time.perf_counter()
     sink = log.open("w")
     server = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
-    while time.perf_counter() - started < 600:
-        if server.poll() is not None:
-            raise SystemExit(f"serve-vllm exited with {server.returncode}; see {log}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5):
-                return server, time.perf_counter() - started
-        except OSError:
-            time.sleep(1)
-    raise SystemExit(f"serve-vllm was not healthy within 600 s; see {log}")
+    exited = lambda: None if server.poll() is None else f"exited with {server.returncode}"  # noqa: E731
+    try:
+        wait_for_health(f"http://127.0.0.1:{port}", 600, interval=1.0, stopped=exited)
+    except UsageError as error:
+        raise SystemExit(f"{error}; see {log}") from None
+    return server, time.perf_counter() - started
 
 
 def main() -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command README gives: installs the locked dev environment, checks the lock and style, runs every test.
+# The test command README gives: installs the locked dev environment, checks the lock, style and types, runs every
+# test.
 # Docker-engine tests skip with their reason where no engine runs (CI provisions one and fails instead);
 # GPU tests skip where no CUDA GPU is present.
 set -euo pipefail
@@ -17,4 +18,5 @@ uv lock --check          # CI fails when uv.lock is stale against pyproject.toml
 uv sync --frozen
 uv run --frozen ruff check .
 uv run --frozen ruff format --check .
+uv run --frozen mypy     # strict on entrypoints/trlstack ([tool.mypy] in pyproject.toml)
 uv run --frozen pytest "$@"

@@ -4,9 +4,10 @@ From uv.lock (through `uv export`: pins and hashes exactly the lock's), for one 
 
 - `--format wheelhouse`: `wheels/` fetched with `pip download --only-binary=:all: --no-deps --require-hashes`,
   installed on the target by `install.sh` (`pip install --no-index --no-deps --find-links wheels -r ...`);
-- `--format site`: the same wheels installed with `pip install --target` into one folder, packed as
-  `site.tar.xz` (optionally split into `--piece-size` pieces), unpacked on the target by `install.sh DEST`,
-  which points the console scripts at the target's interpreter and writes `DEST/activate`.
+- `--format site`: the same packages installed into one folder by `uv pip install --target --python-platform
+  --python-version --require-hashes`, packed as `site.tar.xz` (optionally split into `--piece-size` pieces),
+  unpacked on the target by `install.sh DEST`, which points the console scripts at the target's interpreter
+  and writes `DEST/activate`.
 
 Packages the target already has at the locked version (`--exclude-present`: `pip list --format=freeze` there)
 and optional heavy ones (`--without`, `--slim`) are left out; `bundle.env` lists the variables the target then
@@ -30,6 +31,12 @@ import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
 
 from trlstack.errors import UsageError
 
@@ -97,9 +104,16 @@ class Plan:
 # ------------------------------------------------------------------------------------------- pure decisions
 
 
-def normalize(name: str) -> str:
-    """PEP 503 name: 'Foo_Bar.baz' -> 'foo-bar-baz'."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+def _exact_pin(line: str) -> tuple[str, str, str] | None:
+    """(normalized name, version, marker) of a `name==version[; marker]` requirement, else None."""
+    try:
+        requirement = Requirement(line)
+    except InvalidRequirement:
+        return None
+    specifiers = list(requirement.specifier)
+    if len(specifiers) != 1 or specifiers[0].operator != "==":
+        return None
+    return canonicalize_name(requirement.name), specifiers[0].version, str(requirement.marker or "")
 
 
 def parse_export(text: str) -> list[Pin]:
@@ -110,30 +124,25 @@ def parse_export(text: str) -> list[Pin]:
         if not entry or entry.startswith("-"):
             continue
         hashes = tuple(re.findall(r"--hash=(\S+)", entry))
-        requirement, _, marker = re.sub(r"--hash=\S+", "", entry).partition(";")
-        marker = marker.strip()
-        name, sep, version = requirement.strip().partition("==")
-        if not sep:
+        pin = _exact_pin(re.sub(r"--hash=\S+", "", entry))
+        if pin is None:
             raise UsageError(
                 f"uv export gave a line that is not 'name==version': {entry!r}. Is uv.lock up to date?"
             )
-        pins.append(Pin(normalize(name), version.strip(), marker, hashes))
+        pins.append(Pin(*pin, hashes))
     return pins
 
 
 def parse_freeze(text: str) -> dict[str, str]:
     """name -> version from `pip list --format=freeze` / `pip freeze` (editable and URL lines are skipped)."""
-    present: dict[str, str] = {}
-    for line in text.splitlines():
-        line = line.split("#", 1)[0].strip()
-        name, sep, version = line.partition("==")
-        if sep and not line.startswith("-"):
-            present[normalize(name)] = version.strip()
-    return present
+    lines = (line.split("#", 1)[0].strip() for line in text.splitlines())
+    pins = [_exact_pin(line) for line in lines if line and not line.startswith("-")]
+    return {pin[0]: pin[1] for pin in pins if pin is not None}
 
 
 def platform_tags(platform: str) -> list[str]:
-    """Every tag pip must accept for `platform`; pip matches each --platform exactly.
+    """Every tag pip must accept for `platform`; pip matches each --platform exactly. (uv's --python-platform
+    knows these aliases itself, but uv has no command that saves wheel files, so the wheelhouse needs pip.)
 
     manylinux_2_28_x86_64 -> manylinux_2_28 ... manylinux_2_5 plus the legacy aliases (2014 = 2_17,
     2010 = 2_12, 1 = 2_5), since a wheel built for an older glibc runs on a newer one.
@@ -166,6 +175,14 @@ def python_tag(python_version: str) -> tuple[str, str]:
     return ".".join(parts[:2]), ".".join((parts + ["0"])[:3])
 
 
+def uv_platform(platform: str) -> str:
+    """uv's --python-platform for a wheel platform: manylinux_2_34_x86_64 -> x86_64-manylinux_2_34."""
+    match = re.fullmatch(r"(manylinux_2_\d+|manylinux\d+|linux)_(\w+)", platform_tags(platform)[0])
+    assert match is not None  # platform_tags accepted it
+    glibc, arch = match.groups()
+    return f"{arch}-unknown-linux-gnu" if glibc == "linux" else f"{arch}-{glibc}"
+
+
 def marker_environment(python_version: str, platform: str) -> dict[str, str]:
     """PEP 508 environment of CPython `python_version` on Linux `platform`, for the lock's markers."""
     short, full = python_tag(python_version)
@@ -186,36 +203,25 @@ def marker_environment(python_version: str, platform: str) -> dict[str, str]:
     }
 
 
-def _packaging():
-    """packaging's markers and versions, imported only when a bundle is made."""
-    from packaging import markers, version
-
-    return markers, version
-
-
 def applies(pin: Pin, environment: Mapping[str, str]) -> bool:
     """Whether the lock installs `pin` on the target (its marker holds there)."""
-    if not pin.marker:
-        return True
-    markers, _ = _packaging()
-    return markers.Marker(pin.marker).evaluate(dict(environment))
+    return not pin.marker or Marker(pin.marker).evaluate(dict(environment))
 
 
 def same_release(locked: str, have: str) -> bool:
     """The target's version satisfies the pin: equal, or equal but for a local label (2.11.0+cu130)."""
-    _, version = _packaging()
     try:
-        return version.Version(locked).public == version.Version(have).public
-    except version.InvalidVersion:
+        return Version(locked).public == Version(have).public
+    except InvalidVersion:
         return locked == have
 
 
 def check_without(names: Iterable[str], locked: Iterable[str]) -> list[str]:
     """Normalized --without names, each a locked package, else a UsageError naming the closest ones."""
     locked = sorted(set(locked))
-    checked = []
+    checked: list[str] = []
     for name in names:
-        key = normalize(name)
+        key = canonicalize_name(name)
         if key not in locked:
             close = difflib.get_close_matches(key, locked, n=3)
             hint = f" (did you mean {', '.join(close)}?)" if close else ""
@@ -372,7 +378,7 @@ def _pip(explicit: str | None) -> list[str]:
     )
 
 
-def _call(argv: Sequence[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+def _call(argv: Sequence[str], what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     print("+ " + shlex.join(argv), file=sys.stderr)
     try:
         return subprocess.run(argv, check=True, **kwargs)
@@ -409,7 +415,7 @@ def build_project_wheel(project: Path, into: Path) -> Pin:
     (wheel,) = sorted(into.glob("*.whl"))
     name, version = wheel.name.split("-")[:2]
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    return Pin(normalize(name), version, "", (f"sha256:{digest}",))
+    return Pin(canonicalize_name(name), version, "", (f"sha256:{digest}",))
 
 
 def pack(site: Path, archive: Path, piece_size: int | None) -> list[Path]:
@@ -422,12 +428,13 @@ def pack(site: Path, archive: Path, piece_size: int | None) -> list[Path]:
     with archive.open("wb") as out:
         tar = subprocess.Popen(["tar", "-C", str(site), "-cf", "-", "."], stdout=subprocess.PIPE)
         xz = subprocess.run(["xz", "-T0", "-6", "-c"], stdin=tar.stdout, stdout=out)
-        tar.stdout.close()
+        if tar.stdout is not None:
+            tar.stdout.close()
         if tar.wait() != 0 or xz.returncode != 0:
             raise UsageError("packing the site folder failed (tar/xz); is the disk full?")
     if piece_size is None or archive.stat().st_size <= piece_size:
         return [archive]
-    pieces = []
+    pieces: list[Path] = []
     with archive.open("rb") as whole:
         while chunk := whole.read(piece_size):
             piece = archive.with_name(f"{archive.name}.{len(pieces):03d}")
@@ -487,10 +494,9 @@ def write_bundle(args: argparse.Namespace, project: Path, plan: Plan, stage: Pat
     pins = list(plan.included)
     requirements = stage / "requirements.txt"
     requirements.write_text(render_requirements(pins))
-    pip = _pip(args.pip)
-    if pins:
+    if pins and args.format == "wheelhouse":
         _call(
-            pip
+            _pip(args.pip)
             + ["download", "--no-deps", "--require-hashes", "--dest", str(wheels), "-r", str(requirements)]
             + _target_flags(args.python_version, args.platform),
             "pip download (for a package with no wheel for this target: raise --platform's glibc if the "
@@ -507,13 +513,7 @@ def write_bundle(args: argparse.Namespace, project: Path, plan: Plan, stage: Pat
     (stage / "left-out.txt").write_text(render_report(plan))
     if args.format == "site":
         site = stage / "site"
-        _call(
-            pip
-            + ["install", "--no-index", "--no-deps", "--no-compile", "--target", str(site)]
-            + ["--find-links", str(wheels), "-r", str(requirements)]
-            + _target_flags(args.python_version, args.platform),
-            "pip install --target",
-        )
+        install_site(site, requirements, wheels, args.python_version, args.platform)
         pieces = pack(site, stage / "site.tar.xz", args.piece_size)
         digest = hashlib.sha256()
         for piece in pieces:
@@ -526,6 +526,16 @@ def write_bundle(args: argparse.Namespace, project: Path, plan: Plan, stage: Pat
     script = stage / "install.sh"
     script.write_text(render_install_script(args.format, args.python_version, args.platform))
     script.chmod(0o755)
+
+
+def install_site(site: Path, requirements: Path, wheels: Path, python_version: str, platform: str) -> None:
+    """The requirements installed into `site` for the target, by uv from the index (wheels only, each hash
+    checked); trlstack's own wheel, when added, comes from `wheels`."""
+    argv = [_uv(), "pip", "install", "--target", str(site), "--no-deps", "--no-build", "--require-hashes"]
+    argv += ["--python-platform", uv_platform(platform), "--python-version", python_tag(python_version)[0]]
+    argv += ["--find-links", str(wheels), "-r", str(requirements)]
+    _call(argv, "uv pip install --target", stderr=subprocess.PIPE, text=True)
+    (site / ".lock").unlink(missing_ok=True)  # uv's lock of the folder, not part of the site
 
 
 # ------------------------------------------------------------------------------------------- command line

@@ -15,15 +15,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trlstack import __version__
+from trlstack.defaults import BF16_CAPABILITY, Env, is_true
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, Probe, describe_indices, select_visible
+from trlstack.options import add_settings, settings_from
+from trlstack.ports import Ports, port_problem
 
 MIN_DRIVER = 580  # first driver branch for CUDA 13, which torch 2.11's wheels and vLLM 0.25 are built for
 MIN_CAPABILITY = (7, 5)  # CUDA 13 dropped Maxwell, Pascal and Volta
-BF16_CAPABILITY = (8, 0)  # Ampere and newer: bf16 and FlashAttention
 MIN_SHM = 1 << 30
 MIN_CACHE_FREE = 10 << 30
-OFFLINE_VALUES = {"1", "on", "yes", "true"}  # as huggingface_hub reads HF_HUB_OFFLINE
 
 LEVELS = ("ok", "info", "warn", "fail")
 
@@ -200,14 +201,14 @@ def judge_ports(ports: Mapping[int, str | None]) -> list[Finding]:
                     "ports",
                     f"port {port} cannot be bound on 127.0.0.1 ({problem})",
                     f"stop what listens there (`ss -ltnp 'sport = :{port}'`) or choose other ports with "
-                    "--port/--group-port (TRLSTACK_VLLM_PORT, TRLSTACK_VLLM_GROUP_PORT)",
+                    f"--port/--group-port ({Env.VLLM_PORT}, {Env.VLLM_GROUP_PORT})",
                 )
             )
     return findings
 
 
 def judge_hf(facts: Facts) -> list[Finding]:
-    offline = (facts.hf_offline or "").strip().lower() in OFFLINE_VALUES
+    offline = is_true(facts.hf_offline)
     if facts.hf_cache_exists:
         where = f"Hugging Face cache at {facts.hf_cache}"
     else:
@@ -234,18 +235,21 @@ def judge_hf(facts: Facts) -> list[Finding]:
             Finding(
                 "warn",
                 "hf",
-                f"HF_HUB_OFFLINE={facts.hf_offline}, but the cache is empty: no model or dataset can load",
-                "fill the cache on a connected machine (or mount it), or unset HF_HUB_OFFLINE",
+                f"{Env.HF_HUB_OFFLINE}={facts.hf_offline}, but the cache is empty: no model or dataset can "
+                "load",
+                f"fill the cache on a connected machine (or mount it), or unset {Env.HF_HUB_OFFLINE}",
             )
         )
     elif offline:
         findings.append(
-            Finding("info", "hf", f"HF_HUB_OFFLINE={facts.hf_offline}: models load only from the cache")
+            Finding("info", "hf", f"{Env.HF_HUB_OFFLINE}={facts.hf_offline}: models load only from the cache")
         )
     else:
         findings.append(
             Finding(
-                "info", "hf", "online: models and datasets download from the Hub (HF_HUB_OFFLINE=1 to forbid)"
+                "info",
+                "hf",
+                f"online: models and datasets download from the Hub ({Env.HF_HUB_OFFLINE}=1 to forbid)",
             )
         )
     return findings
@@ -315,29 +319,6 @@ def exit_code(findings: list[Finding], strict: bool) -> int:
 # The edge: look at the machine. -----------------------------------------------------------------------------
 
 
-def hf_cache_dir(environ: Mapping[str, str], home: str) -> str:
-    """Where huggingface_hub keeps models: HF_HUB_CACHE, else HF_HOME/hub, else XDG_CACHE_HOME/huggingface."""
-    if environ.get("HF_HUB_CACHE"):
-        return environ["HF_HUB_CACHE"]
-    if environ.get("HF_HOME"):
-        return os.path.join(environ["HF_HOME"], "hub")
-    cache = environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
-    return os.path.join(cache, "huggingface", "hub")
-
-
-def port_problem(port: int) -> str | None:
-    """Why a server could not listen on 127.0.0.1:port, or None when it could."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn and NCCL do
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError as error:
-            return error.strerror or str(error)
-    return None
-
-
 def _existing_ancestor(path: str) -> str:
     path = os.path.abspath(path)
     while not os.path.exists(path):
@@ -348,6 +329,7 @@ def _existing_ancestor(path: str) -> str:
 def gather_facts(ports: tuple[int, ...], environ: Mapping[str, str] | None = None) -> Facts:
     import shutil
 
+    from trlstack.caches import hf_hub_cache
     from trlstack.gpus import probe
     from trlstack.stack import installed_version, pinned_stack
 
@@ -357,37 +339,36 @@ def gather_facts(ports: tuple[int, ...], environ: Mapping[str, str] | None = Non
         shm_bytes: int | None = stat.f_frsize * stat.f_blocks
     except OSError:
         shm_bytes = None
-    cache = hf_cache_dir(environ, os.path.expanduser("~"))
+    cache = hf_hub_cache(environ)
     anchor = _existing_ancestor(cache)
     pins = pinned_stack()
     return Facts(
         probe=probe(),
-        cuda_visible_devices=environ.get("CUDA_VISIBLE_DEVICES"),
+        cuda_visible_devices=environ.get(Env.CUDA_VISIBLE_DEVICES),
         shm_bytes=shm_bytes,
         ports={port: port_problem(port) for port in ports},
         hf_cache=cache,
         hf_cache_exists=os.path.isdir(cache),
         hf_cache_writable=os.access(anchor, os.W_OK),
         hf_cache_free_bytes=shutil.disk_usage(anchor).free,
-        hf_offline=environ.get("HF_HUB_OFFLINE"),
+        hf_offline=environ.get(Env.HF_HUB_OFFLINE),
         pins=pins,
         installed={name: installed_version(name) for name in pins},
     )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from trlstack.cli import add_port_settings
-
     parser.description = (
-        "Check this machine for the stack: NVIDIA driver (CUDA 13 needs >= 580), GPUs and their compute "
-        "capability, /dev/shm, the vLLM ports, the Hugging Face cache and offline state, and the installed "
-        "versions against the pins. Exit 0 unless --strict."
+        f"Check this machine for the stack: NVIDIA driver (CUDA 13 needs >= {MIN_DRIVER}), GPUs and their "
+        "compute capability, /dev/shm, the vLLM ports, the Hugging Face cache and offline state, and the "
+        "installed versions against the pins. Exit 0 unless --strict."
     )
-    add_port_settings(parser)
+    add_settings(parser, Ports, os.environ)
     parser.add_argument("--strict", action="store_true", help="exit 1 when any warning or failure is found")
 
 
 def run(args: argparse.Namespace) -> int:
-    findings = judge(gather_facts((args.port, args.group_port)))
+    ports = settings_from(Ports, args)
+    findings = judge(gather_facts((ports.port, ports.group_port)))
     sys.stdout.write(render(findings))
     return exit_code(findings, args.strict)

@@ -6,8 +6,10 @@ Exit codes: 0 success, 1 user error (bad input or an unmet precondition; the mes
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
+from typing import NoReturn
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
@@ -16,6 +18,13 @@ EXIT_INTERRUPTED = 130
 
 class UsageError(Exception):
     """Bad input or an unmet precondition; str(error) says what is wrong and what to do."""
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are UsageErrors, so every bad input exits 1 through run_main."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def run_main(name: str, body: Callable[[], int]) -> int:

@@ -1,25 +1,25 @@
-"""The GPUs of this machine, as NVML (or nvidia-smi) numbers them, and GPU specs such as "0-3,5".
+"""The GPUs of this machine, as the driver's NVML library numbers them, and GPU specs such as "0-3,5".
 
 Indices are the driver's (PCI bus order, as `nvidia-smi` and `docker --gpus device=N` use them), so a plan
 made here names the same GPUs in compose. CUDA numbers GPUs the same way when CUDA_DEVICE_ORDER=PCI_BUS_ID.
 Discovery is the one side effect here; parsing and selection are pure functions.
+
+Discovery asks NVML only (nvidia-ml-py): nvidia-smi is a front end to the same libnvidia-ml, so where NVML
+cannot load, nvidia-smi cannot either, and its text output would be a second, weaker reading of one source.
 """
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
 
 # No machine has more GPUs than this; it keeps a typo such as 0-100000 from building a huge list.
 MAX_GPU_INDEX = 1023
-
-# Fields queried from nvidia-smi when NVML cannot be used; compute_cap needs a driver from 2022 or newer.
-SMI_FIELDS = ("index", "uuid", "name", "compute_cap", "driver_version")
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class Probe:
     """What discovery found: all GPUs of the machine, where the facts came from, and why there are none."""
 
     gpus: tuple[Gpu, ...]
-    source: str | None  # "nvml", "nvidia-smi" or None
+    source: str | None  # "nvml", or None when the driver cannot be asked
     problem: str | None = None
 
 
@@ -100,40 +100,6 @@ def parse_gpu_spec(spec: str, source: str = "GPU spec") -> tuple[int, ...]:
     return tuple(indices)
 
 
-def _capability(text: str) -> tuple[int, int] | None:
-    match = re.match(r"^(\d+)\.(\d+)$", text.strip())
-    return (int(match.group(1)), int(match.group(2))) if match else None
-
-
-def _known(text: str) -> str | None:
-    text = text.strip()
-    return None if not text or text.startswith("[") else text  # "[N/A]", "[Not Supported]"
-
-
-def parse_nvidia_smi(text: str) -> list[Gpu]:
-    """Parse `nvidia-smi --query-gpu=index,uuid,name[,compute_cap],driver_version --format=csv,noheader`."""
-    gpus = []
-    for row in csv.reader((line for line in text.splitlines() if line.strip()), skipinitialspace=True):
-        fields = [field.strip() for field in row]
-        if len(fields) == len(SMI_FIELDS):
-            index, uuid, name, capability, driver = fields
-        elif len(fields) == len(SMI_FIELDS) - 1:  # older drivers cannot report compute_cap
-            index, uuid, name, driver = fields
-            capability = ""
-        else:
-            raise ValueError(f"unexpected nvidia-smi line: {','.join(row)!r}")
-        gpus.append(
-            Gpu(
-                index=int(index),
-                uuid=_known(uuid),
-                name=_known(name),
-                compute_capability=_capability(capability),
-                driver_version=_known(driver),
-            )
-        )
-    return gpus
-
-
 # CUDA hides every GPU for these values; -1 is the usual way to say "no GPU".
 _HIDE_ALL = {"", "-1", "NoDevFiles"}
 
@@ -175,7 +141,8 @@ def _text(value: str | bytes) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _probe_nvml() -> Probe:
+def probe() -> Probe:
+    """All GPUs of this machine; none, and why, where there is no driver."""
     try:
         import pynvml
     except ImportError:
@@ -189,12 +156,13 @@ def _probe_nvml() -> Probe:
         gpus = []
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             gpus.append(
                 Gpu(
                     index=index,
                     uuid=_text(pynvml.nvmlDeviceGetUUID(handle)),
                     name=_text(pynvml.nvmlDeviceGetName(handle)),
-                    compute_capability=tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle)),
+                    compute_capability=(major, minor),
                     driver_version=driver,
                 )
             )
@@ -205,45 +173,7 @@ def _probe_nvml() -> Probe:
         pynvml.nvmlShutdown()
 
 
-def _probe_nvidia_smi() -> Probe:
-    import shutil
-    import subprocess
-
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return Probe((), None, "nvidia-smi is not on PATH")
-    problem = None
-    for fields in (SMI_FIELDS, tuple(field for field in SMI_FIELDS if field != "compute_cap")):
-        try:
-            result = subprocess.run(
-                [smi, f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-            )
-        except (OSError, subprocess.TimeoutExpired) as error:
-            return Probe((), None, f"nvidia-smi: {error}")
-        if result.returncode == 0:
-            try:
-                return Probe(tuple(parse_nvidia_smi(result.stdout)), "nvidia-smi")
-            except ValueError as error:
-                return Probe((), None, f"nvidia-smi: {error}")
-        problem = f"nvidia-smi: {(result.stdout + result.stderr).strip() or f'exit {result.returncode}'}"
-    return Probe((), None, problem)
-
-
-def probe() -> Probe:
-    """All GPUs of this machine, through NVML, else nvidia-smi; none (and why) where there is no driver."""
-    found = _probe_nvml()
-    if found.source:
-        return found
-    fallback = _probe_nvidia_smi()
-    if fallback.source:
-        return fallback
-    return Probe((), None, f"{found.problem}; {fallback.problem}")
-
-
 def visible_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
     """The GPUs a CUDA program started from this environment would see, in CUDA_VISIBLE_DEVICES order."""
     environ = os.environ if environ is None else environ
-    return select_visible(probe().gpus, environ.get("CUDA_VISIBLE_DEVICES"))
+    return select_visible(probe().gpus, environ.get(Env.CUDA_VISIBLE_DEVICES))

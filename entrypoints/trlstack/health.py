@@ -1,7 +1,9 @@
-"""Before training: wait until the vLLM server answers /health, then check it can receive weights.
+"""Wait until a vLLM server answers /health, then check it can receive weights.
 
-TRL's trainer syncs weights into the server after every step through vLLM's dev-mode weight-transfer engine;
-a server started without it generates fine and fails only at the first sync, so check up front.
+`train` waits for its server this way before anything starts; the GPU tests and benchmarks wait for the
+servers they start with the same function. TRL's trainer syncs weights into the server after every step
+through vLLM's dev-mode weight-transfer engine; a server started without it generates fine and fails only at
+the first sync, so train checks up front.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import json
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from typing import Any
 
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 from tqdm import tqdm
 
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
 
 # Talk to the server directly: a proxy from the environment must not sit between trainer and server.
@@ -36,8 +41,11 @@ def get(url: str, timeout: float) -> tuple[int, bytes]:
         raise NotReady(str(reason)) from None
 
 
-def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> None:
-    """Poll base_url/health until it answers 200, with a progress line; UsageError after `timeout` s.
+def wait_for_health(
+    base_url: str, timeout: float, interval: float = 2.0, stopped: Callable[[], str | None] = lambda: None
+) -> None:
+    """Poll base_url/health until it answers 200, with a progress line; UsageError after `timeout` s, or at
+    once when `stopped()` says why the server cannot come up any more (its process exited, say).
 
     Retries come quickly at first (a server that is nearly up is noticed at once), then every `interval` s.
     """
@@ -52,11 +60,14 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> Non
     )
 
     def probe_once() -> None:
+        why = stopped()
+        if why is not None:
+            raise UsageError(f"the vLLM server at {url} stopped before it was healthy: {why}")
         status, _ = get(url, timeout=min(10.0, timeout))
         if status != 200:
             raise NotReady(f"HTTP {status}")
 
-    def show(state) -> None:
+    def show(state: Any) -> None:
         bar.n = min(round(state.seconds_since_start), bar.total)
         bar.set_postfix_str(f"({state.outcome.exception()})", refresh=True)
 
@@ -73,15 +84,15 @@ def wait_for_health(base_url: str, timeout: float, interval: float = 2.0) -> Non
         raise UsageError(
             f"the vLLM server at {url} did not become healthy within {timeout:g} s (last: {last}). "
             "Check that serve-vllm is running and its log shows no error (model download, out of "
-            "GPU memory), that --vllm-url (TRLSTACK_VLLM_URL) is its address and port as seen "
+            f"GPU memory), that --vllm-url ({Env.VLLM_URL}) is its address and port as seen "
             "from this machine or container, and for large models raise --health-timeout "
-            "(TRLSTACK_HEALTH_TIMEOUT)."
+            f"({Env.HEALTH_TIMEOUT})."
         ) from None
     finally:
         bar.close()
 
 
-def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
+def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict[str, Any]:
     """The server's vllm_config; UsageError naming the fix when it has no weight-transfer engine."""
     url = f"{base_url.rstrip('/')}/server_info?config_format=json"
     try:
@@ -93,13 +104,13 @@ def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
     if status == 404:
         raise UsageError(
             f"the vLLM server at {base_url} has no development endpoints (GET /server_info is 404), "
-            "which TRL uses to sync weights. Restart it with VLLM_SERVER_DEV_MODE=1 in its environment "
-            "(serve-vllm sets it)."
+            f"which TRL uses to sync weights. Restart it with {Env.VLLM_SERVER_DEV_MODE}=1 in its "
+            "environment (serve-vllm sets it)."
         )
     if status != 200:
         raise UsageError(f"the vLLM server at {base_url} answered GET /server_info with HTTP {status}.")
     try:
-        vllm_config = json.loads(body)["vllm_config"]
+        vllm_config: dict[str, Any] = json.loads(body)["vllm_config"]
         transfer = vllm_config["weight_transfer_config"]
     except (ValueError, KeyError, TypeError):
         raise UsageError(
@@ -115,7 +126,7 @@ def check_weight_transfer(base_url: str, timeout: float = 30.0) -> dict:
     return vllm_config
 
 
-def served_model(vllm_config: dict) -> str | None:
+def served_model(vllm_config: dict[str, Any]) -> str | None:
     """The model (Hub id or path) the server was started with, as /server_info reports it."""
     model_config = vllm_config.get("model_config")
     return model_config.get("model") if isinstance(model_config, dict) else None

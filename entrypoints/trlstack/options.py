@@ -1,83 +1,158 @@
-"""One declaration per setting: the flag, its environment variable and its help text together.
+"""One declaration per setting: a field of a settings dataclass names its environment variable and its help,
+and the parser, the environment lookup, `--help` (with the variable and the default) and the settings object
+are all made from it, in the style of TRL's dataclass arguments:
 
-Precedence is flag > environment > default, the same for every role, so compose files and users can set
-any setting either way.
+    @dataclass(frozen=True)
+    class ServeSettings:
+        port: int = setting(Env.VLLM_PORT, "vLLM HTTP port", 8000, port_number)
+
+The flag is the field's name with dashes (`--port`). Precedence is flag > environment > default, the same for
+every command, so compose files and users can set any setting either way. An empty variable counts as unset,
+as compose passes one.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from trlstack.errors import UsageError
+from trlstack.defaults import FALSE_VALUES, TRUE_VALUES, Env
+from trlstack.errors import Parser, UsageError
+
+_SETTING = "trlstack.setting"  # the field metadata key
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+Group = argparse.ArgumentParser | argparse._ArgumentGroup
+S = TypeVar("S", bound="DataclassInstance")
+T = TypeVar("T")
 
 
-def add_setting(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    flag: str,
-    env: str,
-    help: str,
-    default: Any = None,
-    type: Callable[[str], Any] = str,
-    environ: Mapping[str, str] | None = None,
-    **kwargs: Any,
-) -> None:
-    """Add `flag` whose default comes from `env` when that variable is set."""
-    environ = os.environ if environ is None else environ
-    if env in environ and environ[env] != "":
-        raw = environ[env]
-        try:
-            default = type(raw)
-        except (ValueError, argparse.ArgumentTypeError) as error:
-            raise UsageError(f"{env}={raw!r} is not valid for {flag}: {error}. Fix or unset {env}.") from None
-    shown = "unset" if default is None else default
-    parser.add_argument(
-        flag, default=default, type=type, help=f"{help} [env {env}; default: {shown}]", **kwargs
-    )
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    env: Env
+    help: str
+    type: Callable[[str], Any] = str
+    kind: str = "option"  # "option" (--flag VALUE), "switch" (--flag) or "positional" (NAME)
+
+
+def setting(
+    env: Env, help: str, default: Any = None, type: Callable[[str], Any] = str, *, positional: bool = False
+) -> Any:
+    """A settings field read from `--field-name VALUE` (or a positional NAME), else `env`, else `default`."""
+    kind = "positional" if positional else "option"
+    return dataclasses.field(default=default, metadata={_SETTING: Setting(env, help, type, kind)})
+
+
+def switch(env: Env, help: str) -> Any:
+    """An on/off settings field: on when `--field-name` is given or `env` holds a yes (1, true, yes, on)."""
+    return dataclasses.field(default=False, metadata={_SETTING: Setting(env, help, parse_bool, "switch")})
 
 
 def parse_bool(raw: str) -> bool:
     """Read a yes/no value the way compose files and shells write it."""
     value = raw.strip().lower()
-    if value in {"1", "true", "yes", "on"}:
+    if value in TRUE_VALUES:
         return True
-    if value in {"0", "false", "no", "off"}:
+    if value in FALSE_VALUES:
         return False
     raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
 
 
-def add_switch(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
-    flag: str,
-    env: str,
-    help: str,
-    environ: Mapping[str, str] | None = None,
+def _from_environment(spec: Setting, flag: str, default: Any, environ: Mapping[str, str]) -> Any:
+    raw = environ.get(spec.env, "")
+    if raw == "":
+        return default
+    try:
+        return spec.type(raw)
+    except (ValueError, argparse.ArgumentTypeError) as error:
+        raise UsageError(
+            f"{spec.env}={raw!r} is not valid for {flag}: {error}. Fix or unset {spec.env}."
+        ) from None
+
+
+def add_setting(
+    parser: Group, name: str, spec: Setting, default: Any, environ: Mapping[str, str], flag: str | None = None
 ) -> None:
-    """Add an on/off `flag` that is on when given, or when `env` holds a true value (1, true, yes, on)."""
-    environ = os.environ if environ is None else environ
-    default = False
-    if env in environ and environ[env] != "":
-        try:
-            default = parse_bool(environ[env])
-        except ValueError as error:
-            raise UsageError(
-                f"{env}={environ[env]!r} is not valid for {flag}: {error}. Fix or unset {env}."
-            ) from None
-    parser.add_argument(
-        flag, action="store_true", default=default, help=f"{help} [env {env}; default: {default}]"
-    )
+    """Add one setting to `parser` (dest `name`, given as `flag`), its default read from the environment."""
+    flag = flag or "--" + name.replace("_", "-")
+    default = _from_environment(spec, name.upper() if spec.kind == "positional" else flag, default, environ)
+    if spec.kind == "positional":
+        parser.add_argument(
+            name, nargs="?", default=default, metavar=name.upper(), help=f"{spec.help} [env {spec.env}]"
+        )
+    elif spec.kind == "switch":
+        parser.add_argument(
+            flag,
+            action="store_true",
+            default=default,
+            help=f"{spec.help} [env {spec.env}; default: {default}]",
+        )
+    else:
+        shown = "unset" if default is None else default
+        parser.add_argument(
+            flag,
+            dest=name,
+            default=default,
+            type=spec.type,
+            help=f"{spec.help} [env {spec.env}; default: {shown}]",
+        )
 
 
-class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are UsageErrors, so every bad input exits 1 through run_main."""
+def add_settings(parser: Group, settings: type[DataclassInstance], environ: Mapping[str, str]) -> None:
+    """Add every setting the dataclass `settings` declares, in the order declared."""
+    for field in dataclasses.fields(settings):
+        spec = field.metadata.get(_SETTING)
+        if spec is not None:
+            add_setting(parser, field.name, spec, field.default, environ)
 
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+def variables(settings: type[DataclassInstance]) -> list[Env]:
+    """The environment variables the dataclass `settings` reads, in the order declared."""
+    specs = (field.metadata.get(_SETTING) for field in dataclasses.fields(settings))
+    return [spec.env for spec in specs if spec is not None]
 
 
-def _number(kind: Callable[[str], Any], raw: str, what: str) -> Any:
+def settings_from(settings: type[S], args: argparse.Namespace, **more: Any) -> S:
+    """The `settings` object for parsed `args` (the fields add_settings added), plus the fields in `more`."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if _SETTING in f.metadata}
+    return settings(**values, **more)
+
+
+@dataclasses.dataclass(frozen=True)
+class Role:
+    """A role's command line: its name and description, what --print-command prints, and what
+    CUDA_VISIBLE_DEVICES chooses for it."""
+
+    prog: str
+    description: str
+    prints: str
+    chooses: str
+
+
+def parse_role(
+    role: Role, settings: type[S], argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[S, argparse.Namespace]:
+    """The role's `settings` from its arguments and environment, and the parsed arguments (the preview flags).
+
+    Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
+    """
+    parser = Parser(prog=role.prog, description=role.description)
+    add_settings(parser, settings, environ)
+    add_preview(parser, role.prints)
+    own, extra = split_extra(argv)
+    args = parser.parse_args(own)
+    check_preview(args, role.chooses)
+    return settings_from(settings, args, extra=extra), args
+
+
+# argparse types --------------------------------------------------------------------------------------------
+
+
+def _number(kind: Callable[[str], T], raw: str, what: str) -> T:
     try:
         return kind(raw)
     except ValueError:
@@ -108,6 +183,28 @@ def positive_float(raw: str) -> float:
     return value
 
 
+def fraction(raw: str) -> float:
+    """argparse type: a number in (0, 1]."""
+    value = positive_float(raw)
+    if value > 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a fraction in (0, 1]")
+    return value
+
+
+def one_of(*choices: str) -> Callable[[str], str]:
+    """argparse type: one of `choices`, exactly as written."""
+
+    def choice(raw: str) -> str:
+        if raw not in choices:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(choices)}")
+        return raw
+
+    return choice
+
+
+# What a role passes on unchanged ---------------------------------------------------------------------------
+
+
 def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
     argv = list(argv)
@@ -115,6 +212,35 @@ def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         at = argv.index("--")
         return argv[:at], argv[at + 1 :]
     return argv, []
+
+
+def _option_name(word: str) -> str:
+    """An option as vLLM's and TRL's parsers read it: `--a_b=1` and `--a-b.c` are `--a-b`."""
+    name = word.split("=", 1)[0]
+    if name.startswith("--"):
+        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
+    return name
+
+
+def check_passthrough(extra: Sequence[str], taken: Mapping[str, str], role: str) -> None:
+    """Refuse arguments after `--` that would override what `role` sets itself (`taken`: option -> fix).
+
+    The receiving parsers take `_` for `-` and, as argparse does, a unique abbreviation of a long option
+    for the option itself; both count here. The last value given wins there, so a repeat would win unseen.
+    """
+    options = {_option_name(option): fix for option, fix in taken.items()}
+    for word in extra:
+        name = _option_name(word)
+        if not name.startswith("-") or name in ("-", "--"):
+            continue
+        fix = options.get(name)
+        if fix is None and name.startswith("--") and len(name) > 2:
+            fix = next((fix for option, fix in options.items() if option.startswith(name)), None)
+        if fix is not None:
+            raise UsageError(f"{word.split('=', 1)[0]} after `--` would override {role}'s setting; {fix}.")
+
+
+# The preview every role offers -----------------------------------------------------------------------------
 
 
 def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
@@ -133,5 +259,5 @@ def check_preview(args: argparse.Namespace, chooses: str) -> None:
     if args.gpus is not None and not args.print_command:
         raise UsageError(
             "--gpus N only describes another machine together with --print-command; to choose "
-            f"{chooses}, set CUDA_VISIBLE_DEVICES."
+            f"{chooses}, set {Env.CUDA_VISIBLE_DEVICES}."
         )

@@ -1,22 +1,28 @@
-"""The GPU plan: which GPUs serve generations (vLLM) and which train (accelerate), and the sizes and ports
+"""`trlstack plan`: which GPUs serve generations (vLLM) and which train (accelerate), and the sizes and ports
 that follow.
 
 `make_plan` is a pure function of the GPUs and the request; the renderers turn a plan into a table for people,
 the `.env` keys compose reads, or JSON. The two GPU sets are always disjoint: sharing a GPU is colocate mode.
+`run` is the command: it finds the GPUs and writes the rendering.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import io
 import math
+import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
-from trlstack.gpus import Gpu, describe_indices, describe_machine
+from trlstack.files import write_atomically
+from trlstack.gpus import Gpu, describe_indices, describe_machine, parse_gpu_spec
+from trlstack.options import Setting, add_setting, add_settings, positive_int, settings_from
+from trlstack.ports import Ports
 
-DEFAULT_PORT = 8000
-DEFAULT_GROUP_PORT = 51216
 FORMATS = ("table", "env", "json")
 COLOCATE_FIX = (
     "to generate and train on the same GPU, run `train --vllm-mode colocate` instead of a vLLM server"
@@ -42,7 +48,7 @@ class Plan:
     serve: tuple[Gpu, ...]
     train: tuple[Gpu, ...]
     tensor_parallel_size: int
-    port: int = DEFAULT_PORT
+    port: int = DEFAULT_VLLM_PORT
     group_port: int = DEFAULT_GROUP_PORT
 
     @property
@@ -118,30 +124,29 @@ def _split(
     if serve_gpus is None and train_gpus is None:
         half = max(1, len(gpus) // 2)
         return tuple(gpus[:half]), tuple(gpus[half:])
-    serve = _pick("--serve-gpus", serve_gpus, by_index, machine) if serve_gpus is not None else None
-    train = _pick("--train-gpus", train_gpus, by_index, machine) if train_gpus is not None else None
-    if serve is not None and train is not None:
+    if serve_gpus is not None and train_gpus is not None:
+        serve = _pick("--serve-gpus", serve_gpus, by_index, machine)
+        train = _pick("--train-gpus", train_gpus, by_index, machine)
         shared = [gpu.index for gpu in serve if gpu in train]
         if shared:
             raise UsageError(
                 f"GPU {describe_indices(shared)} is in both --serve-gpus and --train-gpus; the server and "
                 f"the trainer need disjoint GPUs ({COLOCATE_FIX})."
             )
-    elif serve is not None:
-        train = tuple(gpu for gpu in gpus if gpu not in serve)
-        if not train:
-            raise UsageError(
-                f"--serve-gpus {describe_indices(serve_gpus)} leaves no GPU to train on; {machine}: "
-                "keep at least one out of --serve-gpus."
-            )
-    else:
-        serve = tuple(gpu for gpu in gpus if gpu not in train)
-        if not serve:
-            raise UsageError(
-                f"--train-gpus {describe_indices(train_gpus)} leaves no GPU for the vLLM server; {machine}: "
-                "keep at least one out of --train-gpus."
-            )
-    return serve, train
+        return serve, train
+    # One side given: the other is the rest of the machine, and must keep a GPU.
+    serving = serve_gpus is not None
+    flag, indices = ("--serve-gpus", serve_gpus) if serving else ("--train-gpus", train_gpus)
+    assert indices is not None  # neither given returned above
+    chosen = _pick(flag, indices, by_index, machine)
+    rest = tuple(gpu for gpu in gpus if gpu not in chosen)
+    if not rest:
+        lacking = "to train on" if serving else "for the vLLM server"
+        raise UsageError(
+            f"{flag} {describe_indices(indices)} leaves no GPU {lacking}; {machine}: "
+            f"keep at least one out of {flag}."
+        )
+    return (chosen, rest) if serving else (rest, chosen)
 
 
 def make_plan(
@@ -151,7 +156,7 @@ def make_plan(
     serve_count: int | None = None,
     tensor_parallel_size: int | None = None,
     num_heads: int | None = None,
-    port: int = DEFAULT_PORT,
+    port: int = DEFAULT_VLLM_PORT,
     group_port: int = DEFAULT_GROUP_PORT,
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
@@ -212,12 +217,18 @@ def render_env(plan: Plan) -> str:
 
 
 def merge_env(existing: str, plan: Plan) -> str:
-    """An existing .env with the plan's keys replaced and every other line the user wrote kept as it was."""
-    kept = [
-        line
-        for line in existing.splitlines()
-        if not line.startswith(ENV_HEADER) and line.split("=", 1)[0].strip() not in ENV_KEYS
-    ]
+    """An existing .env with the plan's keys replaced and every other line the user wrote kept as it was.
+
+    python-dotenv reads the file as compose does: `export KEY=...`, quoted values over several lines and
+    comments are entries of their own, kept or replaced whole.
+    """
+    from dotenv.parser import parse_stream
+
+    kept = "".join(
+        entry.original.string
+        for entry in parse_stream(io.StringIO(existing))
+        if entry.key not in ENV_KEYS and not entry.original.string.lstrip().startswith(ENV_HEADER)
+    ).splitlines()
     while kept and not kept[-1].strip():
         kept.pop()
     return "\n".join(kept) + ("\n\n" if kept else "") + render_env(plan)
@@ -239,6 +250,8 @@ def _gpu_details(plan: Plan) -> list[dict[str, object]]:
 
 def render_json(plan: Plan) -> str:
     """The plan as JSON: the sizes, the .env keys, and each GPU's role (with UUID and name when known)."""
+    import json
+
     document = {
         "serve_gpus": list(plan.serve_indices),
         "train_gpus": list(plan.train_indices),
@@ -280,7 +293,7 @@ def render_table(plan: Plan) -> str:
     lines = _columns(rows)
     details = _gpu_details(plan)
     if any(gpu["uuid"] or gpu["name"] for gpu in details):
-        gpu_rows = [("GPU", "role", "name", "capability", "UUID")]
+        gpu_rows: list[tuple[str, ...]] = [("GPU", "role", "name", "capability", "UUID")]
         gpu_rows += [
             tuple(
                 "-" if gpu[key] is None else str(gpu[key])
@@ -298,3 +311,94 @@ def render(plan: Plan, fmt: str) -> str:
     if fmt not in renderers:
         raise UsageError(f"unknown plan format {fmt!r}; choose one of {', '.join(FORMATS)}.")
     return renderers[fmt](plan)
+
+
+# The command -----------------------------------------------------------------------------------------------
+
+TENSOR_PARALLEL = Setting(
+    Env.TENSOR_PARALLEL_SIZE,
+    "GPUs per vLLM replica; must divide the serving GPUs and the model's attention heads",
+    positive_int,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.description = (
+        "Split the GPUs between the vLLM server and the trainer. Without a split, the server takes the first "
+        "half (rounded down, at least one) and training the rest. `--format env -o .env` writes the keys "
+        "compose reads, keeping every other line of an existing file."
+    )
+    parser.add_argument(
+        "--gpus", type=positive_int, metavar="N", help="plan for N GPUs (default: detect this machine's)"
+    )
+    split = parser.add_argument_group("split (default: half and half)")
+    split.add_argument("--serve-gpus", metavar="SPEC", help="GPUs for vLLM, e.g. 0-3 (default: the rest)")
+    split.add_argument("--train-gpus", metavar="SPEC", help="GPUs for training, e.g. 4-7 (default: the rest)")
+    split.add_argument(
+        "--serve", type=positive_int, metavar="N", help="the first N GPUs serve, the rest train"
+    )
+    add_setting(parser, "tensor_parallel_size", TENSOR_PARALLEL, 1, os.environ)
+    parser.add_argument(
+        "--num-heads",
+        type=positive_int,
+        metavar="N",
+        help="the model's attention heads, to check the tensor-parallel size",
+    )
+    add_settings(parser, Ports, os.environ)
+    parser.add_argument("--format", choices=FORMATS, default="table", help="output format [default: table]")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of standard output"
+    )
+
+
+def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
+    """`count` GPUs of another machine, or this machine's visible GPUs; UsageError when there are none."""
+    from trlstack.gpus import probe, select_visible
+
+    if count is not None:
+        return [Gpu(index) for index in range(count)]
+    found = probe()
+    if not found.gpus:
+        raise UsageError(
+            f"no GPU found on this machine ({found.problem or 'the driver reports none'}); pass --gpus N to "
+            "plan for a machine with N GPUs, or run `trlstack doctor`."
+        )
+    visible = select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES))
+    if not visible:
+        raise UsageError(
+            f"{Env.CUDA_VISIBLE_DEVICES}={environ[Env.CUDA_VISIBLE_DEVICES]!r} hides every GPU; unset it, "
+            "or pass --gpus N."
+        )
+    return visible
+
+
+def run(args: argparse.Namespace) -> int:
+    ports = settings_from(Ports, args)
+    serve_gpus = None if args.serve_gpus is None else parse_gpu_spec(args.serve_gpus, "--serve-gpus")
+    train_gpus = None if args.train_gpus is None else parse_gpu_spec(args.train_gpus, "--train-gpus")
+    plan = make_plan(
+        machine_gpus(args.gpus, os.environ),
+        serve_gpus=serve_gpus,
+        train_gpus=train_gpus,
+        serve_count=args.serve,
+        tensor_parallel_size=args.tensor_parallel_size,
+        num_heads=args.num_heads,
+        port=ports.port,
+        group_port=ports.group_port,
+    )
+    if args.output is None:
+        sys.stdout.write(render(plan, args.format))
+        return 0
+    if os.path.isdir(args.output):
+        raise UsageError(f"--output {args.output} is a directory; name a file such as {args.output}/.env.")
+    if args.format == "env" and os.path.exists(args.output):
+        with open(args.output) as stream:
+            text = merge_env(stream.read(), plan)
+    else:
+        text = render(plan, args.format)
+    try:
+        write_atomically(args.output, text)
+    except OSError as error:
+        raise UsageError(f"cannot write {args.output}: {error.strerror}; choose a writable path.") from None
+    print(f"trlstack plan: wrote {args.output}", file=sys.stderr)
+    return 0

@@ -7,15 +7,12 @@ decision table can be tested (and reordered from benchmark results) without the 
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
+from trlstack.caches import cached_kernel_versions
+from trlstack.defaults import BF16_CAPABILITY, Env, is_true
 from trlstack.gpus import Gpu
-
-# bf16 needs Ampere (compute capability 8.0) or newer; older GPUs train in fp16 with loss scaling.
-BF16_MIN_CAPABILITY = (8, 0)
 
 
 def precision(gpus: Sequence[Gpu], cpu: bool = False) -> tuple[str, str]:
@@ -27,9 +24,10 @@ def precision(gpus: Sequence[Gpu], cpu: bool = False) -> tuple[str, str]:
         return "bf16", "compute capability unknown; assuming Ampere or newer, as CUDA 13 drivers are"
     lowest = min(known)
     shown = "{}.{}".format(*lowest)
-    if lowest >= BF16_MIN_CAPABILITY:
-        return "bf16", f"compute capability {shown} >= 8.0"
-    return "fp16", f"compute capability {shown} < 8.0 has no bf16"
+    threshold = "{}.{}".format(*BF16_CAPABILITY)
+    if lowest >= BF16_CAPABILITY:
+        return "bf16", f"compute capability {shown} >= {threshold}"
+    return "fp16", f"compute capability {shown} < {threshold} has no bf16"
 
 
 @dataclass(frozen=True)
@@ -65,11 +63,11 @@ def choose_attention(
     `unavailable(implementation)` returns why a Hub kernel cannot be used here, or None when it can.
     """
     notes: list[str] = []
-    capabilities = [gpu.compute_capability for gpu in gpus]
+    capabilities = [gpu.compute_capability for gpu in gpus if gpu.compute_capability is not None]
     for choice in preference:
         if not choice.from_hub:
             return choice.implementation, notes
-        if not capabilities or None in capabilities:
+        if not capabilities or len(capabilities) < len(gpus):
             notes.append(f"{choice.implementation} skipped: compute capability unknown")
             continue
         if not all(choice.min_capability <= cap <= choice.max_capability for cap in capabilities):
@@ -86,38 +84,6 @@ def choose_attention(
 # must hold that version's ref, or loading the model fails.
 HUB_KERNEL_VERSION = {"kernels-community/flash-attn2": 3}
 DEFAULT_HUB_KERNEL_VERSION = 1
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def kernel_cache_dirs(environ: Mapping[str, str]) -> list[Path]:
-    """Where `kernels` looks for downloaded kernels: KERNELS_CACHE, then the Hugging Face hub cache."""
-    dirs = []
-    if environ.get("KERNELS_CACHE"):
-        dirs.append(Path(environ["KERNELS_CACHE"]))
-    if environ.get("HF_HUB_CACHE"):
-        dirs.append(Path(environ["HF_HUB_CACHE"]))
-    else:
-        hf_home = environ.get("HF_HOME") or os.path.join(environ.get("HOME", "~"), ".cache", "huggingface")
-        dirs.append(Path(hf_home).expanduser() / "hub")
-    return dirs
-
-
-def cached_versions(repo_id: str, environ: Mapping[str, str]) -> set[int] | None:
-    """Major versions of `repo_id` in the kernel caches (refs/vN), or None when no cache has the repo."""
-    folder = repo_id.replace("/", "--")
-    found: set[int] | None = None
-    for cache in kernel_cache_dirs(environ):
-        for kind in ("kernels", "models"):
-            repo = cache / f"{kind}--{folder}"
-            if repo.is_dir():
-                found = found or set()
-                refs = repo / "refs"
-                if refs.is_dir():
-                    found |= {int(ref.name[1:]) for ref in refs.iterdir() if re.fullmatch(r"v\d+", ref.name)}
-    return found
 
 
 def kernels_mismatch(
@@ -156,15 +122,11 @@ def installed_kernels_problem() -> str | None:
     """kernels_mismatch for this environment's transformers and kernels (package metadata only)."""
     from importlib import metadata
 
-    def version(name: str) -> str | None:
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
+    from trlstack.stack import installed_version
 
-    transformers_version = version("transformers")
+    transformers_version = installed_version("transformers")
     requires = (metadata.requires("transformers") or []) if transformers_version else []
-    return kernels_mismatch(transformers_version, requires, version("kernels"))
+    return kernels_mismatch(transformers_version, requires, installed_version("kernels"))
 
 
 def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = None) -> str | None:
@@ -174,11 +136,14 @@ def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = Non
     if problem is not None:
         return problem
     version = HUB_KERNEL_VERSION.get(repo_id, DEFAULT_HUB_KERNEL_VERSION)
-    versions = cached_versions(repo_id, environ)
+    versions = cached_kernel_versions(repo_id, environ)
     if versions is not None and version in versions:
         return None
-    if _truthy(environ.get("HF_HUB_OFFLINE")):
+    if is_true(environ.get(Env.HF_HUB_OFFLINE)):
         if versions is None:
-            return "not in the kernel cache and HF_HUB_OFFLINE is set"
-        return f"the kernel cache lacks v{version} (the version transformers loads) and HF_HUB_OFFLINE is set"
+            return f"not in the kernel cache and {Env.HF_HUB_OFFLINE} is set"
+        return (
+            f"the kernel cache lacks v{version} (the version transformers loads) and {Env.HF_HUB_OFFLINE} "
+            "is set"
+        )
     return None

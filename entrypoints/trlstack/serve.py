@@ -9,32 +9,36 @@ unless told otherwise, and refuses addresses other machines could reach without 
 
 from __future__ import annotations
 
-import argparse
 import ipaddress
 import os
 import socket
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trlstack.command import Command, exec_command
+from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, visible_gpus
 from trlstack.options import (
-    Parser,
-    add_preview,
-    add_setting,
-    add_switch,
-    check_preview,
-    port_number,
-    positive_float,
+    Role,
+    check_passthrough,
+    fraction,
+    one_of,
+    parse_role,
     positive_int,
-    split_extra,
+    setting,
+    switch,
 )
+from trlstack.ports import http_port_setting
 
-DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8000
+ROLE = Role(
+    "serve-vllm",
+    "Start TRL's vLLM generation server (dev-mode weight transfer over NCCL) on the visible GPUs. Arguments "
+    "after `--` go to `vllm serve` unchanged.",
+    prints="the command and its environment",
+    chooses="the GPUs the server runs on",
+)
 
 # The flags TRL's guide starts the server with: weight sync over NCCL and the log-probabilities TRL reads.
 TRL_SERVER_FLAGS = (
@@ -45,26 +49,42 @@ TRL_SERVER_FLAGS = (
     "--max-logprobs",
     "-1",
 )
+DTYPES = ("auto", "bfloat16", "float16", "half", "float", "float32")
 
 
 @dataclass(frozen=True)
 class ServeSettings:
-    model: str = DEFAULT_MODEL
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    tensor_parallel_size: int | None = None
-    data_parallel_size: int | None = None
-    gpu_memory_utilization: float = 0.9
-    max_model_len: int | None = None
-    dtype: str = "auto"
-    allow_public_bind: bool = False
-    extra: list[str] = field(default_factory=list)
+    """serve-vllm's settings: each field is a flag (--max-model-len) and a variable (TRLSTACK_...)."""
+
+    model: str = setting(Env.MODEL, "model to serve (Hub id or local path)", DEFAULT_MODEL)
+    host: str = setting(Env.VLLM_HOST, "address to bind", LOOPBACK)
+    port: int = http_port_setting()
+    tensor_parallel_size: int | None = setting(
+        Env.TENSOR_PARALLEL_SIZE, "GPUs per vLLM replica (default 1)", type=positive_int
+    )
+    data_parallel_size: int | None = setting(
+        Env.DATA_PARALLEL_SIZE,
+        "vLLM replicas (default: visible GPUs / tensor-parallel size)",
+        type=positive_int,
+    )
+    gpu_memory_utilization: float = setting(
+        Env.GPU_MEMORY_UTILIZATION, "fraction of each GPU's memory vLLM may take", 0.9, fraction
+    )
+    max_model_len: int | None = setting(
+        Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int
+    )
+    dtype: str = setting(Env.DTYPE, "weight and activation dtype", "auto", one_of(*DTYPES))
+    allow_public_bind: bool = switch(
+        Env.ALLOW_PUBLIC_BIND,
+        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
+    )
+    extra: list[str] = field(default_factory=list)  # after `--`: passed to `vllm serve` unchanged
 
 
 def resolve_host(host: str) -> list[str]:
     """The addresses a host name stands for (a side effect: DNS or /etc/hosts)."""
     try:
-        return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)})
     except socket.gaierror as error:
         raise UsageError(
             f"--host {host!r} does not resolve ({error.strerror}); give an IP address such as 127.0.0.1."
@@ -89,7 +109,7 @@ def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]
         raise UsageError(
             f"--host {host} binds the server on {what}, and the VLLM_SERVER_DEV_MODE endpoints "
             "(weight updates) have no authentication. Bind 127.0.0.1 or a private network address "
-            "(e.g. the compose service name), or pass --allow-public-bind (TRLSTACK_ALLOW_PUBLIC_BIND=1) "
+            f"(e.g. the compose service name), or pass --allow-public-bind ({Env.ALLOW_PUBLIC_BIND}=1) "
             "only where a firewall or an unpublished container network keeps others out."
         )
 
@@ -111,38 +131,17 @@ def parallel_sizes(settings: ServeSettings, gpu_count: int) -> tuple[int, int]:
     return tp, dp
 
 
-# vLLM flags serve-vllm sets itself; given again after `--` they would silently win (the last one counts).
-OWN_FLAGS = {
-    "--host": "--host",
-    "--port": "--port",
-    "--tensor-parallel-size": "--tensor-parallel-size",
-    "-tp": "--tensor-parallel-size",
-    "--data-parallel-size": "--data-parallel-size",
-    "-dp": "--data-parallel-size",
-    "--gpu-memory-utilization": "--gpu-memory-utilization",
-    "--max-model-len": "--max-model-len",
-    "--dtype": "--dtype",
-    "--weight-transfer-config": None,
-    "--logprobs-mode": None,
-    "--max-logprobs": None,
-}
-
-
-def check_extra(extra: Sequence[str]) -> None:
-    """Refuse pass-through arguments that override what serve-vllm decides (the bind check above all)."""
-    for word in extra:
-        flag = word.split("=", 1)[0]
-        if flag in OWN_FLAGS:
-            own = OWN_FLAGS[flag]
-            fix = (
-                f"use serve-vllm's own {own} (before `--`)" if own else "TRL needs the value serve-vllm sets"
-            )
-            raise UsageError(f"{flag} after `--` would override serve-vllm's setting; {fix}.")
+# vLLM options serve-vllm sets itself, and what to do instead: given again after `--` they would silently win.
+_OWN = ["--host", "--port", "--tensor-parallel-size", "--data-parallel-size", "--gpu-memory-utilization"]
+_OWN += ["--max-model-len", "--dtype"]
+TAKEN = {flag: f"use serve-vllm's own {flag} (before `--`)" for flag in _OWN}
+TAKEN |= {"-tp": TAKEN["--tensor-parallel-size"], "-dp": TAKEN["--data-parallel-size"]}
+TAKEN |= dict.fromkeys(TRL_SERVER_FLAGS[::2], "TRL needs the value serve-vllm sets")
 
 
 def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     """The vLLM server command for the visible `gpus`; raises UsageError naming the fix for bad settings."""
-    check_extra(settings.extra)
+    check_passthrough(settings.extra, TAKEN, "serve-vllm")
     if not gpus:
         raise UsageError(
             "serve-vllm needs a CUDA GPU and none is visible. Run it on a machine with an NVIDIA GPU "
@@ -158,124 +157,13 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":
         argv += ["--dtype", settings.dtype]
-    return Command(argv=argv + list(settings.extra), env={"VLLM_SERVER_DEV_MODE": "1"})
-
-
-def memory_fraction(raw: str) -> float:
-    value = positive_float(raw)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a fraction in (0, 1]")
-    return value
-
-
-DTYPES = ("auto", "bfloat16", "float16", "half", "float", "float32")
-
-
-def dtype_name(raw: str) -> str:
-    if raw not in DTYPES:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(DTYPES)}")
-    return raw
-
-
-def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="serve-vllm",
-        description="Start TRL's vLLM generation server (dev-mode weight transfer over NCCL) on the "
-        "visible GPUs. Arguments after `--` go to `vllm serve` unchanged.",
-    )
-    add_setting(
-        parser,
-        "--model",
-        "TRLSTACK_MODEL",
-        "model to serve (Hub id or local path)",
-        DEFAULT_MODEL,
-        environ=environ,
-    )
-    add_setting(parser, "--host", "TRLSTACK_VLLM_HOST", "address to bind", DEFAULT_HOST, environ=environ)
-    add_setting(
-        parser, "--port", "TRLSTACK_VLLM_PORT", "HTTP port", DEFAULT_PORT, port_number, environ=environ
-    )
-    add_setting(
-        parser,
-        "--tensor-parallel-size",
-        "TRLSTACK_TENSOR_PARALLEL_SIZE",
-        "GPUs per vLLM replica (default 1)",
-        None,
-        positive_int,
-        environ=environ,
-    )
-    add_setting(
-        parser,
-        "--data-parallel-size",
-        "TRLSTACK_DATA_PARALLEL_SIZE",
-        "vLLM replicas (default: visible GPUs / tensor-parallel size)",
-        None,
-        positive_int,
-        environ=environ,
-    )
-    add_setting(
-        parser,
-        "--gpu-memory-utilization",
-        "TRLSTACK_GPU_MEMORY_UTILIZATION",
-        "fraction of each GPU's memory vLLM may take",
-        0.9,
-        memory_fraction,
-        environ=environ,
-    )
-    add_setting(
-        parser,
-        "--max-model-len",
-        "TRLSTACK_MAX_MODEL_LEN",
-        "longest prompt + completion in tokens",
-        None,
-        positive_int,
-        environ=environ,
-    )
-    add_setting(
-        parser,
-        "--dtype",
-        "TRLSTACK_DTYPE",
-        "weight and activation dtype",
-        "auto",
-        dtype_name,
-        environ=environ,
-    )
-    add_switch(
-        parser,
-        "--allow-public-bind",
-        "TRLSTACK_ALLOW_PUBLIC_BIND",
-        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
-        environ=environ,
-    )
-    add_preview(parser, "the command and its environment")
-    return parser
-
-
-def parse_settings(
-    argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[ServeSettings, argparse.Namespace]:
-    own, extra = split_extra(argv)
-    args = make_parser(environ).parse_args(own)
-    settings = ServeSettings(
-        model=args.model,
-        host=args.host,
-        port=args.port,
-        tensor_parallel_size=args.tensor_parallel_size,
-        data_parallel_size=args.data_parallel_size,
-        gpu_memory_utilization=args.gpu_memory_utilization,
-        max_model_len=args.max_model_len,
-        dtype=args.dtype,
-        allow_public_bind=args.allow_public_bind,
-        extra=extra,
-    )
-    check_preview(args, "the GPUs the server runs on")
-    return settings, args
+    return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1"})
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         environ = os.environ
-        settings, args = parse_settings(sys.argv[1:] if argv is None else argv, environ)
+        settings, args = parse_role(ROLE, ServeSettings, sys.argv[1:] if argv is None else argv, environ)
         check_bind(settings.host, settings.allow_public_bind)
         gpus = visible_gpus(environ) if args.gpus is None else [Gpu(index) for index in range(args.gpus)]
         command = build_command(settings, gpus)

@@ -3,22 +3,32 @@ and what is installed in this environment."""
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterable
 from importlib import metadata
 
-# A pin is an exact `name==version` requirement of the gpu extra, e.g. `trl[vllm]==1.16.0; extra == "gpu"`.
-_PIN = re.compile(
-    r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)\s*;.*extra\s*==\s*['\"]gpu['\"]"
-)
+GPU_EXTRA = "gpu"
 
 
-def parse_pins(requirements: list[str]) -> dict[str, str]:
-    """Exact pins of the gpu extra among Requires-Dist lines, in the order declared."""
-    pins = {}
-    for requirement in requirements:
-        match = _PIN.match(requirement)
-        if match:
-            pins[match.group(1).lower()] = match.group(2)
+def parse_pins(requirements: Iterable[str]) -> dict[str, str]:
+    """Exact `name==version` pins of the gpu extra among Requires-Dist lines, in the order declared."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    pins: dict[str, str] = {}
+    for line in requirements:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        marker = requirement.marker
+        only_with_the_extra = (
+            marker is not None
+            and marker.evaluate({"extra": GPU_EXTRA})
+            and not marker.evaluate({"extra": ""})
+        )
+        specifiers = list(requirement.specifier)
+        if only_with_the_extra and len(specifiers) == 1 and specifiers[0].operator == "==":
+            pins[canonicalize_name(requirement.name)] = specifiers[0].version
     return pins
 
 

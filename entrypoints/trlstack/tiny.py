@@ -16,6 +16,7 @@ import json
 import random
 import shutil
 from pathlib import Path
+from typing import Any
 
 from trlstack.errors import UsageError
 
@@ -43,7 +44,7 @@ MODEL_SHAPE = dict(
 VOCAB_SIZE = 1024
 
 
-def problems(count: int, seed: int) -> list[dict]:
+def problems(count: int, seed: int) -> list[dict[str, Any]]:
     """Arithmetic questions as a prompt-only conversational dataset, with the answer in `solution`."""
     rng = random.Random(seed)
     rows = []
@@ -56,7 +57,7 @@ def problems(count: int, seed: int) -> list[dict]:
     return rows
 
 
-def corpus(rows: list[dict]) -> list[str]:
+def corpus(rows: list[dict[str, Any]]) -> list[str]:
     """Text the tokenizer learns from: the questions, worked answers and the chat markup."""
     texts = []
     for row in rows:
@@ -67,7 +68,7 @@ def corpus(rows: list[dict]) -> list[str]:
     return texts
 
 
-def make_tokenizer(texts: list[str]):
+def make_tokenizer(texts: list[str]) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -91,7 +92,7 @@ def make_tokenizer(texts: list[str]):
     )
 
 
-def make_models(tokenizer, seed: int):
+def make_models(tokenizer: Any, seed: int) -> tuple[Any, Any]:
     """(causal LM, one-label sequence classifier) with random weights, sized for the tokenizer."""
     import torch
     from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM, Qwen2ForSequenceClassification

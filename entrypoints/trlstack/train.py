@@ -17,29 +17,97 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy, trainconfig
+from trlstack import policy
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, exec_command, require_program
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
 from trlstack.errors import UsageError, run_main
+from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
-    Parser,
-    add_preview,
-    add_setting,
-    add_switch,
-    check_preview,
-    port_number,
+    Role,
+    check_passthrough,
+    one_of,
+    parse_role,
     positive_float,
     positive_int,
-    split_extra,
+    setting,
+    switch,
 )
+from trlstack.ports import group_port_setting
 from trlstack.recipes import RECIPES, Recipe
 
-DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
-DEFAULT_GROUP_PORT = 51216
-DEFAULT_HOST_IP = "127.0.0.1"
-DEFAULT_HEALTH_TIMEOUT = 1800.0
+ROLE = Role(
+    "train",
+    "Train with a TRL recipe through `accelerate launch`, generating with the vLLM server. Arguments after "
+    "`--` go to the TRL script (they override the config).",
+    prints="the command and merged config",
+    chooses="the training GPUs",
+)
 VLLM_MODES = ("server", "colocate")
+
+
+def checked_url(raw: str) -> str:
+    """argparse type: an http(s)://HOST:PORT URL, without a trailing slash."""
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s)://HOST:PORT URL")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} has an invalid port") from None
+    return raw.rstrip("/")
+
+
+def checked_host(raw: str) -> str:
+    """argparse type: an IP address or host name."""
+    if not raw or "/" in raw or " " in raw:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an IP address or host name")
+    return raw
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """train's settings: each field is a flag (`--output-dir`) and a variable (TRLSTACK_OUTPUT_DIR)."""
+
+    recipe: str | None = setting(Env.RECIPE, f"one of {', '.join(RECIPES)}", positional=True)
+    config: str | None = setting(Env.CONFIG, "YAML config in TRL's format (default: the recipe's own)")
+    model: str | None = setting(Env.MODEL, "model to train; overrides model_name_or_path")
+    dataset: str | None = setting(Env.DATASET, "dataset (Hub id or local path); overrides dataset_name")
+    reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
+    vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url)
+    vllm_group_port: int = group_port_setting()
+    host_ip: str = setting(
+        Env.VLLM_HOST_IP,
+        "this trainer's address as the server reaches it (NCCL rendezvous)",
+        LOOPBACK,
+        checked_host,
+    )
+    num_processes: int | None = setting(
+        Env.NUM_PROCESSES, "training processes (default: visible GPUs)", type=positive_int
+    )
+    serve_gpus: str | None = setting(
+        Env.SERVE_GPUS,
+        "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
+    )
+    output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
+    health_timeout: float = setting(
+        Env.HEALTH_TIMEOUT,
+        "seconds to wait for the server's /health",
+        DEFAULT_HEALTH_TIMEOUT_S,
+        positive_float,
+    )
+    vllm_mode: str | None = setting(  # None means the default, server
+        Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
+    )
+    cpu: bool = switch(Env.CPU, "smoke run on the CPU: no vLLM, tiny steps")
+    extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
+
+    @property
+    def mode(self) -> str:
+        """ "cpu", "server" or "colocate"."""
+        return "cpu" if self.cpu else (self.vllm_mode or "server")
+
 
 # --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
 SMOKE: dict[str, Any] = {
@@ -73,30 +141,6 @@ BANNER = """\
 
 
 @dataclass(frozen=True)
-class TrainSettings:
-    recipe: str
-    config: str | None = None
-    model: str | None = None
-    dataset: str | None = None
-    reward_model: str | None = None
-    vllm_url: str = DEFAULT_VLLM_URL
-    vllm_group_port: int = DEFAULT_GROUP_PORT
-    host_ip: str = DEFAULT_HOST_IP
-    num_processes: int | None = None
-    serve_gpus: str | None = None
-    output_dir: str | None = None
-    health_timeout: float = DEFAULT_HEALTH_TIMEOUT
-    vllm_mode: str | None = None  # None means the default, server
-    cpu: bool = False
-    extra: list[str] = field(default_factory=list)
-
-    @property
-    def mode(self) -> str:
-        """ "cpu", "server" or "colocate"."""
-        return "cpu" if self.cpu else (self.vllm_mode or "server")
-
-
-@dataclass(frozen=True)
 class Launch:
     """What main() carries out: the command, the merged config and where it goes, and the notes to log."""
 
@@ -109,39 +153,30 @@ class Launch:
 def resolve_recipe(name: str | None) -> Recipe:
     choices = ", ".join(RECIPES)
     if not name:
-        raise UsageError(f"name a recipe: train RECIPE, one of {choices} (or set TRLSTACK_RECIPE).")
+        raise UsageError(f"name a recipe: train RECIPE, one of {choices} (or set {Env.RECIPE}).")
     if name not in RECIPES:
         raise UsageError(f"unknown recipe {name!r}; choose one of {choices}.")
     return RECIPES[name]
 
 
-# TRL options train decides itself, and what to use instead; given after `--` they would override it unseen.
-OWN_OPTIONS = {
-    "--config": "--config (before `--`)",
-    "--output_dir": "--output-dir (checkpoints are looked for there)",
-    "--use_vllm": "--cpu for a run without vLLM",
-    "--vllm_mode": "--vllm-mode",
-    "--vllm_server_base_url": "--vllm-url",
-    "--vllm_group_port": "--vllm-group-port",
-    "--bf16": "bf16/fp16 in the config file",
-    "--fp16": "bf16/fp16 in the config file",
+# TRL options train decides itself, and what to do instead; given after `--` they would override it unseen.
+TAKEN = {
+    "--config": "use --config (before `--`)",
+    "--output_dir": "use --output-dir (checkpoints are looked for there)",
+    "--use_vllm": "use --cpu for a run without vLLM",
+    "--vllm_mode": "use --vllm-mode",
+    "--vllm_server_base_url": "use --vllm-url",
+    "--vllm_group_port": "use --vllm-group-port",
+    "--bf16": "use bf16/fp16 in the config file",
+    "--fp16": "use bf16/fp16 in the config file",
 }
 
 
-def check_extra(extra: Sequence[str]) -> None:
-    for word in extra:
-        option = word.split("=", 1)[0]
-        if option in OWN_OPTIONS:
-            raise UsageError(
-                f"{option} after `--` would override train's setting; use {OWN_OPTIONS[option]}."
-            )
-
-
 def check_contradictions(settings: TrainSettings) -> None:
-    check_extra(settings.extra)
+    check_passthrough(settings.extra, TAKEN, "train")
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
-            f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or TRLSTACK_VLLM_MODE) asks "
+            f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
             "for it; drop one of the two."
         )
     if settings.cpu and settings.num_processes not in (None, 1):
@@ -149,7 +184,7 @@ def check_contradictions(settings: TrainSettings) -> None:
     if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
         raise UsageError(
             f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
-            "NCCL weight-transfer group needs another port (default 51216)."
+            f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
         )
 
 
@@ -230,6 +265,8 @@ def build_launch(
     unavailable: Callable[[str], str | None] = lambda implementation: None,
 ) -> Launch:
     """The accelerate command and the merged config for a run; UsageError naming the fix for bad input."""
+    from trlstack import trainconfig  # YAML: not imported for --help
+
     recipe = resolve_recipe(settings.recipe)
     check_contradictions(settings)
     trainconfig.check_keys(user_config, recipe, source)
@@ -254,7 +291,7 @@ def build_launch(
         processes = training_processes(settings, gpus)
         config.update(vllm_settings(settings))
         if settings.mode == "server":
-            env["VLLM_HOST_IP"] = settings.host_ip  # where the server's workers reach this trainer
+            env[Env.VLLM_HOST_IP] = settings.host_ip  # where the server's workers reach this trainer
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
             why = f"set in {source}"
@@ -277,7 +314,9 @@ def build_launch(
         notes.append(f"resuming from {checkpoint}")
 
     if recipe.name == "online-dpo":
-        env["TRL_EXPERIMENTAL_SILENCE"] = "1"  # its trainer lives in trl.experimental; we chose it knowingly
+        env[Env.TRL_EXPERIMENTAL_SILENCE] = (
+            "1"  # its trainer lives in trl.experimental; we chose it knowingly
+        )
     path = trainconfig.merged_path(config["output_dir"], recipe)
     argv = [
         *accelerate_launch(processes, precision, settings.cpu),
@@ -287,116 +326,6 @@ def build_launch(
         str(path),
     ]
     return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
-
-
-def checked_url(raw: str) -> str:
-    parts = urllib.parse.urlsplit(raw)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s)://HOST:PORT URL")
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a port out of range
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} has an invalid port") from None
-    return raw.rstrip("/")
-
-
-def checked_host(raw: str) -> str:
-    if not raw or "/" in raw or " " in raw:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not an IP address or host name")
-    return raw
-
-
-def vllm_mode(raw: str) -> str:
-    if raw not in VLLM_MODES:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(VLLM_MODES)}")
-    return raw
-
-
-def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = Parser(
-        prog="train",
-        description="Train with a TRL recipe through `accelerate launch`, generating with the vLLM "
-        "server. Arguments after `--` go to the TRL script (they override the config).",
-    )
-    parser.add_argument(
-        "recipe",
-        nargs="?",
-        default=environ.get("TRLSTACK_RECIPE") or None,
-        metavar="RECIPE",
-        help=f"one of {', '.join(RECIPES)} [env TRLSTACK_RECIPE]",
-    )
-
-    def setting(flag, env, help, default=None, type=str):
-        add_setting(parser, flag, env, help, default, type, environ=environ)
-
-    setting("--config", "TRLSTACK_CONFIG", "YAML config in TRL's format (default: the recipe's own)")
-    setting("--model", "TRLSTACK_MODEL", "model to train; overrides model_name_or_path")
-    setting("--dataset", "TRLSTACK_DATASET", "dataset (Hub id or local path); overrides dataset_name")
-    setting("--reward-model", "TRLSTACK_REWARD_MODEL", "reward model judging completions")
-    setting("--vllm-url", "TRLSTACK_VLLM_URL", "the vLLM server", DEFAULT_VLLM_URL, checked_url)
-    setting(
-        "--vllm-group-port",
-        "TRLSTACK_VLLM_GROUP_PORT",
-        "port of the NCCL weight-transfer group",
-        DEFAULT_GROUP_PORT,
-        port_number,
-    )
-    setting(
-        "--host-ip",
-        "VLLM_HOST_IP",
-        "this trainer's address as the server reaches it (NCCL rendezvous)",
-        DEFAULT_HOST_IP,
-        checked_host,
-    )
-    setting(
-        "--num-processes",
-        "TRLSTACK_NUM_PROCESSES",
-        "training processes (default: visible GPUs)",
-        type=positive_int,
-    )
-    setting(
-        "--serve-gpus",
-        "TRLSTACK_SERVE_GPUS",
-        "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
-    )
-    setting("--output-dir", "TRLSTACK_OUTPUT_DIR", "where checkpoints go; overrides output_dir")
-    setting(
-        "--health-timeout",
-        "TRLSTACK_HEALTH_TIMEOUT",
-        "seconds to wait for the server's /health",
-        DEFAULT_HEALTH_TIMEOUT,
-        positive_float,
-    )
-    setting("--vllm-mode", "TRLSTACK_VLLM_MODE", "server, or colocate (one GPU)", type=vllm_mode)
-    add_switch(parser, "--cpu", "TRLSTACK_CPU", "smoke run on the CPU: no vLLM, tiny steps", environ=environ)
-    add_preview(parser, "the command and merged config")
-    return parser
-
-
-def parse_settings(
-    argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[TrainSettings, argparse.Namespace]:
-    own, extra = split_extra(argv)
-    args = make_parser(environ).parse_args(own)
-    check_preview(args, "the training GPUs")
-    settings = TrainSettings(
-        recipe=args.recipe,
-        config=args.config,
-        model=args.model,
-        dataset=args.dataset,
-        reward_model=args.reward_model,
-        vllm_url=args.vllm_url,
-        vllm_group_port=args.vllm_group_port,
-        host_ip=args.host_ip,
-        num_processes=args.num_processes,
-        serve_gpus=args.serve_gpus,
-        output_dir=args.output_dir,
-        health_timeout=args.health_timeout,
-        vllm_mode=args.vllm_mode,
-        cpu=args.cpu,
-        extra=extra,
-    )
-    return settings, args
 
 
 def smoke_steps(launch: Launch) -> str:
@@ -417,10 +346,10 @@ def say(message: str) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from trlstack import gpus as gpu_probe
-        from trlstack import health
+        from trlstack import health, trainconfig
 
         environ = os.environ
-        settings, args = parse_settings(sys.argv[1:] if argv is None else argv, environ)
+        settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
         recipe = resolve_recipe(settings.recipe)
         config_path = Path(settings.config) if settings.config else recipe.bundled_config
         user_config = trainconfig.load_config(config_path)
@@ -466,9 +395,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 # A local copy of the same model is fine; a different model fails at the first weight sync.
                 say(
                     f"note: the server serves {served} and this run trains {trained}; they must be the "
-                    "same model (set --model / TRLSTACK_MODEL alike for serve-vllm and train)"
+                    f"same model (set --model / {Env.MODEL} alike for serve-vllm and train)"
                 )
-        trainconfig.write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
+        launch.config_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")
         exec_command(launch.command, environ)
         return 0  # not reached: exec replaced this process

@@ -1,20 +1,19 @@
 """The training config: the user's YAML in TRL's format, checked against the recipe's keys, merged with
 what `train` decides (vLLM mode, precision, attention, resume), and written where the run writes.
 
-The user's file is never modified; the merged copy goes into output_dir, written atomically.
+The user's file is never modified; train writes the merged copy into output_dir, atomically.
 """
 
 from __future__ import annotations
 
 import difflib
-import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.recipes import Recipe, accepted_keys
 
@@ -25,7 +24,7 @@ def load_config(path: Path) -> dict[str, Any]:
     """The YAML mapping at `path`; UsageError naming the problem for a missing or malformed file."""
     if not path.exists():
         raise UsageError(
-            f"config file {path} does not exist. Pass --config (TRLSTACK_CONFIG) a YAML file in TRL's "
+            f"config file {path} does not exist. Pass --config ({Env.CONFIG}) a YAML file in TRL's "
             "format, or leave it out to use the recipe's bundled config."
         )
     if not path.is_file():
@@ -72,11 +71,11 @@ def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> No
     """UsageError naming what a run cannot do without: a model, a dataset, and a judge of completions."""
     missing = []
     if not config.get("model_name_or_path"):
-        missing.append("model_name_or_path (or pass --model / TRLSTACK_MODEL)")
+        missing.append(f"model_name_or_path (or pass --model / {Env.MODEL})")
     if not config.get("dataset_name") and not config.get("datasets"):
-        missing.append("dataset_name or datasets (or pass --dataset / TRLSTACK_DATASET)")
+        missing.append(f"dataset_name or datasets (or pass --dataset / {Env.DATASET})")
     if not any(config.get(key) for key in recipe.reward_keys):
-        missing.append(" or ".join(recipe.reward_keys) + " (or pass --reward-model / TRLSTACK_REWARD_MODEL)")
+        missing.append(" or ".join(recipe.reward_keys) + f" (or pass --reward-model / {Env.REWARD_MODEL})")
     if missing:
         raise UsageError(f"{source} is missing required keys: {'; '.join(missing)}.")
 
@@ -88,18 +87,3 @@ def merged_path(output_dir: str, recipe: Recipe) -> Path:
 def render(config: Mapping[str, Any], source: str) -> str:
     header = f"# Written by `train` from {source}; edit that file (or pass flags), not this copy.\n"
     return header + yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so readers see the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from stacks import GPU_COUNTS, METHODS, REPO, VARIANTS, Compose, clean_environ
+from trlstack.defaults import IMAGE
 from trlstack.errors import UsageError
 from trlstack.serve import check_bind
 
 pytestmark = pytest.mark.docker
 
-IMAGE = "trlstack:0.1.0-torch2.11-vllm0.25-cu13"
 CACHES = {
     "hf-cache": "/cache/huggingface",
     "vllm-cache": "/cache/vllm",

@@ -27,7 +27,7 @@ def no_hub(_: str) -> str:
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(cuda_devices() == 0, reason="no CUDA GPU (nvidia-smi shows none)")
+@pytest.mark.skipif(cuda_devices() == 0, reason="no CUDA GPU (the driver shows none)")
 @pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None, reason="gpu extra not installed: transformers missing"
 )

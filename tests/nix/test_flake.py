@@ -30,8 +30,10 @@ STUBS = Path(__file__).resolve().parent / "stubs"
 INPUTS = ("nixpkgs", "pyproject-nix", "uv2nix", "pyproject-build-systems")
 SYSTEMS = ["aarch64-linux", "x86_64-linux"]
 MIN_NIX = (2, 18)
-# The images run Debian trixie's python3; the dev shell must run the same minor version.
-IMAGE_PYTHON = "3.13"
+# The images run the Python docker-bake.hcl names (Debian trixie's); the dev shell runs that minor version.
+IMAGE_PYTHON = re.search(
+    r'variable "PYTHON_VERSION" \{ default = "([\d.]+)" \}', (REPO / "docker" / "docker-bake.hcl").read_text()
+)[1]
 # The light set: pyproject's own dependencies (no extra), by name.
 LIGHT = {
     re.match(r"[A-Za-z0-9._-]+", spec)[0].lower()
@@ -190,8 +192,11 @@ def test_dev_shell_python_matches_the_image_and_uv_stays_off_the_venv(nix):
     assert "export REPO_ROOT=$(git rev-parse --show-toplevel)" in hook
     # NixOS's driver folder, for NVML (GPU discovery) and libcuda.
     assert "export LD_LIBRARY_PATH=/run/opengl-driver/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" in hook
-    tools = evaluate(nix, f"{shell}.nativeBuildInputs", "map (p: p.name)")
-    assert set(tools) >= {"uv-0.11.28", "docker-28.5.1", "docker-compose-2.40.0", "nixfmt-1.1.0"}
+    # The tools by name; their versions are whatever nixpkgs (here the stand-in) provides.
+    tools = evaluate(
+        nix, f"{shell}.nativeBuildInputs", "map (p: p.pname or (builtins.parseDrvName p.name).name)"
+    )
+    assert set(tools) >= {"uv", "docker", "docker-compose", "nixfmt", "git"}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

@@ -19,8 +19,11 @@ from packaging.markers import Marker
 REPO = Path(__file__).resolve().parents[2]
 STATIC_CONFIG = Path(__file__).with_name("trlstack.yaml")
 EXCLUDED = REPO / "docker" / "excluded-packages.txt"  # locked packages the image leaves out on purpose
-IMAGE_PYTHON = {
-    "python_version": "3.13",
+PYTHON = re.search(
+    r'variable "PYTHON_VERSION" \{ default = "([\d.]+)" \}', (REPO / "docker" / "docker-bake.hcl").read_text()
+)[1]
+IMAGE_PYTHON = {  # the markers uv.lock is read with for the image: Debian trixie's CPython on x86-64
+    "python_version": PYTHON,
     "python_full_version": "3.13.5",
     "sys_platform": "linux",
     "platform_system": "Linux",
@@ -121,7 +124,7 @@ def rendered_config(image: str) -> dict:
                 for name in ("torch", "vllm", "trl", "transformers")
             ]
             + [
-                {"key": "org.trlstack.python.version", "value": "3.13"},
+                {"key": "org.trlstack.python.version", "value": PYTHON},
                 {"key": "org.trlstack.uv-lock.sha256", "value": lock_sha},
             ]
         },

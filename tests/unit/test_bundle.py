@@ -39,7 +39,7 @@ def target(python="3.12", platform="manylinux_2_34_x86_64"):
 def test_parse_export_reads_pins_markers_and_hashes():
     pins = bundle.parse_export(EXPORT)
     assert [p.name for p in pins] == ["accelerate", "networkx", "networkx", "torch", "flashinfer-python"]
-    assert pins[0] == Pin("accelerate", "1.15.0", "sys_platform == 'linux'", ("sha256:aaa", "sha256:bbb"))
+    assert pins[0] == Pin("accelerate", "1.15.0", 'sys_platform == "linux"', ("sha256:aaa", "sha256:bbb"))
 
 
 def test_parse_export_rejects_unpinned_lines():

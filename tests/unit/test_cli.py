@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -191,7 +192,9 @@ def test_plan_writes_a_new_env_file(capsys, tmp_path):
     code, out, err = run(capsys, "plan", "--gpus", "4", "--format", "env", "-o", str(target))
     assert code == 0 and out == "" and f"wrote {target}" in err
     assert "SERVE_GPUS=0,1\n" in target.read_text()
-    assert target.stat().st_mode & 0o777 == 0o644
+    umask = os.umask(0)
+    os.umask(umask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~umask  # a new file follows the umask
     assert [path.name for path in tmp_path.iterdir()] == [".env"]  # no temporary file left
 
 
@@ -240,7 +243,7 @@ def test_a_failed_plan_leaves_an_existing_env_file_alone(capsys, tmp_path, no_ex
 def test_version_prints_the_version_and_every_pin(capsys, monkeypatch):
     # A pin no environment installs stands for a missing package, wherever the suite runs (light or gpu venv).
     pins = {"trlstack-absent-pkg": "1.0", "pyyaml": "6.0.4"}
-    monkeypatch.setattr("trlstack.stack.pinned_stack", lambda: pins)
+    monkeypatch.setattr("trlstack.version.pinned_stack", lambda: pins)
     code, out, _ = run(capsys, "version")
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"trlstack {__version__}" and lines[1].startswith("python 3.")
@@ -327,16 +330,20 @@ def test_a_command_needing_an_absent_dependency_names_it(capsys, command_module,
     assert "needs the Python module 'surely_not_installed_anywhere'" in err and "uv sync --extra gpu" in err
 
 
-def test_bundle_and_tiny_are_registered_lazily():
-    assert cli.MODULE_COMMANDS["bundle"][0] == "trlstack.bundle"
-    assert cli.MODULE_COMMANDS["tiny"][0] == "trlstack.tiny"
+@pytest.mark.parametrize("name", sorted(cli.MODULE_COMMANDS))
+def test_every_registered_command_has_its_module_and_help(name, capsys):
+    module = importlib.import_module(cli.MODULE_COMMANDS[name][0])
+    assert callable(module.add_arguments) and callable(module.run)
+    with pytest.raises(SystemExit) as exit:
+        main([name, "--help"])
+    assert exit.value.code == 0 and capsys.readouterr().out.startswith(f"usage: trlstack {name} ")
 
 
 def test_ctrl_c_exits_130(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setitem(cli.BUILTIN_COMMANDS, "plan", ("plan", cli.plan_arguments, interrupted))
+    monkeypatch.setattr("trlstack.plan.run", interrupted)
     code, _, err = run(capsys, "plan")
     assert code == 130 and "interrupted" in err
 

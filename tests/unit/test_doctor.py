@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 from trlstack import doctor
 from trlstack.cli import main
 from trlstack.doctor import Facts, Finding
 from trlstack.gpus import Gpu, Probe
 
-NO_DRIVER = Probe((), None, "NVML: NVML Shared Library Not Found; nvidia-smi is not on PATH")
+NO_DRIVER = Probe((), None, "NVML: NVML Shared Library Not Found")
 
 
 def gpu(index=0, capability=(9, 0), driver="580.95.05", name="NVIDIA H200"):
@@ -52,7 +50,7 @@ def test_driver_must_be_580_or_newer_for_cuda_13(driver, level):
 
 
 def test_a_driver_without_a_version_is_a_warning():
-    assert levels(doctor.judge_driver(Probe((gpu(driver=None),), "nvidia-smi"))) == ["warn"]
+    assert levels(doctor.judge_driver(Probe((gpu(driver=None),), "nvml"))) == ["warn"]
 
 
 @pytest.mark.parametrize(
@@ -162,28 +160,6 @@ def test_stack_versions_against_the_pins():
         ("warn", "torch: 2.10.0 installed, pinned 2.11.0"),
         ("warn", "vllm: not installed, pinned 0.25.0"),
     ]
-
-
-@pytest.mark.parametrize(
-    ("environ", "expected"),
-    [
-        ({}, "/home/u/.cache/huggingface/hub"),
-        ({"XDG_CACHE_HOME": "/xdg"}, "/xdg/huggingface/hub"),
-        ({"HF_HOME": "/cache/huggingface", "XDG_CACHE_HOME": "/xdg"}, "/cache/huggingface/hub"),
-        ({"HF_HUB_CACHE": "/models", "HF_HOME": "/cache/huggingface"}, "/models"),
-    ],
-)
-def test_hf_cache_location_follows_huggingface_hub(environ, expected):
-    assert doctor.hf_cache_dir(environ, "/home/u") == expected
-
-
-def test_port_problem_finds_a_listening_port():
-    with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
-        server.listen()
-        port = server.getsockname()[1]
-        assert doctor.port_problem(port) is not None
-    assert doctor.port_problem(port) is None
 
 
 def test_render_shows_fixes_for_problems_only():

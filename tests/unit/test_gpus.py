@@ -1,9 +1,7 @@
-"""trlstack.gpus: GPU specs, nvidia-smi's CSV, CUDA_VISIBLE_DEVICES, discovery (NVML, else nvidia-smi)."""
+"""trlstack.gpus: GPU specs, CUDA_VISIBLE_DEVICES, discovery through NVML."""
 
 from __future__ import annotations
 
-import os
-import stat
 import sys
 import types
 
@@ -12,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trlstack import gpus
 from trlstack.errors import UsageError
-from trlstack.gpus import Gpu, Probe, parse_gpu_spec, parse_nvidia_smi, select_visible
+from trlstack.gpus import Gpu, Probe, parse_gpu_spec, select_visible
 
 H200 = "NVIDIA H200"
 UUIDS = [f"GPU-{i}{i}{i}{i}aaaa-bbbb-cccc-dddd-eeeeeeeeeee{i}" for i in range(4)]
@@ -81,32 +79,6 @@ def test_parse_gpu_spec_reads_back_any_written_spec(indices):
     assert parse_gpu_spec(write_spec(indices)) == tuple(indices)
 
 
-SMI = """\
-0, GPU-0000aaaa-bbbb-cccc-dddd-eeeeeeeeeee0, NVIDIA H200, 9.0, 580.95.05
-1, GPU-1111aaaa-bbbb-cccc-dddd-eeeeeeeeeee1, NVIDIA H200, 9.0, 580.95.05
-
-"""
-
-
-def test_parse_nvidia_smi_reads_every_field():
-    assert parse_nvidia_smi(SMI) == FOUR[:2]
-
-
-def test_parse_nvidia_smi_reads_old_drivers_without_compute_cap_and_unknown_fields():
-    parsed = parse_nvidia_smi("0, [N/A], Tesla T4, 470.57.02\n")
-    assert parsed == [Gpu(0, None, "Tesla T4", None, "470.57.02")]
-
-
-def test_parse_nvidia_smi_keeps_a_quoted_name_with_a_comma():
-    (gpu,) = parse_nvidia_smi('0, GPU-1, "NVIDIA A100-SXM4-80GB, MIG off", 8.0, 580.1\n')
-    assert (gpu.name, gpu.capability) == ("NVIDIA A100-SXM4-80GB, MIG off", "8.0")
-
-
-def test_parse_nvidia_smi_rejects_what_it_does_not_understand():
-    with pytest.raises(ValueError, match="unexpected nvidia-smi line"):
-        parse_nvidia_smi("No devices were found\n")
-
-
 @pytest.mark.parametrize(
     ("value", "expected"),
     [
@@ -168,49 +140,19 @@ def fake_nvml(count=2, fail_init=False, driver=b"580.95.05"):
     return module
 
 
-def fake_nvidia_smi(tmp_path, monkeypatch, body):
-    """A real `nvidia-smi` executable on PATH that runs the given shell body."""
-    script = tmp_path / "nvidia-smi"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
-
-
 def test_probe_reads_nvml_first(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
     assert gpus.probe() == Probe(tuple(FOUR[:2]), "nvml")
 
 
-def test_probe_falls_back_to_nvidia_smi_when_nvml_cannot_load(monkeypatch, tmp_path):
+def test_probe_without_a_driver_finds_nothing_and_says_why(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(fail_init=True))
-    fake_nvidia_smi(tmp_path, monkeypatch, f"cat <<'CSV'\n{SMI}CSV")
-    assert gpus.probe() == Probe(tuple(FOUR[:2]), "nvidia-smi")
+    assert gpus.probe() == Probe((), None, "NVML: NVML Shared Library Not Found")
 
 
-def test_probe_asks_old_nvidia_smi_again_without_compute_cap(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(fail_init=True))
-    body = """case "$1" in
-  *compute_cap*) echo 'Field "compute_cap" is not a valid field to query.'; exit 2;;
-  *) echo '0, GPU-abc, Tesla T4, 470.57.02';;
-esac"""
-    fake_nvidia_smi(tmp_path, monkeypatch, body)
-    assert gpus.probe().gpus == (Gpu(0, "GPU-abc", "Tesla T4", None, "470.57.02"),)
-
-
-def test_probe_without_a_driver_finds_nothing_and_says_why(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(fail_init=True))
-    monkeypatch.setenv("PATH", str(tmp_path))
-    found = gpus.probe()
-    assert (found.gpus, found.source) == ((), None)
-    assert "NVML Shared Library Not Found" in found.problem
-    assert "nvidia-smi is not on PATH" in found.problem
-
-
-def test_probe_reports_a_failing_nvidia_smi(monkeypatch, tmp_path):
-    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(fail_init=True))
-    fake_nvidia_smi(tmp_path, monkeypatch, "echo 'NVIDIA-SMI has failed'; exit 9")
-    found = gpus.probe()
-    assert found.gpus == () and "NVIDIA-SMI has failed" in found.problem
+def test_probe_reads_a_driver_version_given_as_text(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(count=1, driver="590.1"))
+    assert gpus.probe().gpus[0].driver_version == "590.1"
 
 
 def test_visible_gpus_applies_cuda_visible_devices(monkeypatch):

@@ -1,15 +1,43 @@
-"""Settings: flag > environment > default, with errors that name the variable."""
+"""Settings declared once: the parser, the environment, --help and the settings object come from the fields;
+flag > environment > default, errors that name the variable, and the check of what follows `--`."""
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass, field
 
 import pytest
-from trlstack.errors import UsageError
-from trlstack.options import Parser, add_setting, add_switch, parse_bool, positive_int, split_extra
+from trlstack.defaults import Env
+from trlstack.errors import Parser, UsageError
+from trlstack.options import (
+    add_settings,
+    check_passthrough,
+    one_of,
+    parse_bool,
+    positive_int,
+    setting,
+    settings_from,
+    split_extra,
+    switch,
+)
 
 TRUE = ["1", "TRUE", " yes ", "on"]
 FALSE = ["0", "false", "No", "off"]
+
+
+@dataclass(frozen=True)
+class Example:
+    recipe: str | None = setting(Env.RECIPE, "what to run", positional=True)
+    num_processes: int = setting(Env.NUM_PROCESSES, "how many", 3, positive_int)
+    vllm_mode: str | None = setting(Env.VLLM_MODE, "which", type=one_of("server", "colocate"))
+    cpu: bool = switch(Env.CPU, "on the CPU")
+    extra: list[str] = field(default_factory=list)
+
+
+def parse(environ, argv):
+    parser = Parser(prog="t")
+    add_settings(parser, Example, environ)
+    own, extra = split_extra(argv)
+    return settings_from(Example, parser.parse_args(own), extra=extra)
 
 
 @pytest.mark.parametrize(("raw", "value"), [(raw, True) for raw in TRUE] + [(raw, False) for raw in FALSE])
@@ -17,48 +45,84 @@ def test_parse_bool_reads_what_shells_and_compose_write(raw, value):
     assert parse_bool(raw) is value
 
 
-def switch(environ, argv):
-    parser = Parser(prog="t")
-    add_switch(parser, "--cpu", "T_CPU", "help", environ=environ)
-    return parser.parse_args(argv).cpu
-
-
-def test_a_switch_is_on_from_the_flag_or_the_environment():
-    assert switch({}, []) is False
-    assert switch({}, ["--cpu"]) is True
-    assert switch({"T_CPU": "1"}, []) is True
-    assert switch({"T_CPU": "0"}, []) is False
-    assert switch({"T_CPU": ""}, []) is False  # empty means unset, as compose passes it
-
-
-def test_a_bad_switch_value_names_the_variable():
-    with pytest.raises(UsageError, match=r"T_CPU='maybe' is not valid for --cpu: expected one of 1/0"):
-        switch({"T_CPU": "maybe"}, [])
+def test_the_declaration_gives_the_flags_and_the_settings_object():
+    argv = ["grpo", "--num-processes", "2", "--vllm-mode", "colocate", "--cpu", "--", "--seed", "1"]
+    assert parse({}, argv) == Example("grpo", 2, "colocate", True, ["--seed", "1"])
+    assert parse({}, []) == Example()
 
 
 def test_flag_beats_environment_beats_default():
-    def value(environ, argv):
-        parser = Parser(prog="t")
-        add_setting(parser, "--n", "T_N", "help", 3, positive_int, environ=environ)
-        return parser.parse_args(argv).n
+    assert parse({}, []).num_processes == 3
+    assert parse({"TRLSTACK_NUM_PROCESSES": "5"}, []).num_processes == 5
+    assert parse({"TRLSTACK_NUM_PROCESSES": "5"}, ["--num-processes", "7"]).num_processes == 7
+    assert parse({"TRLSTACK_RECIPE": "rloo"}, []).recipe == "rloo"
+    assert parse({"TRLSTACK_RECIPE": "rloo"}, ["grpo"]).recipe == "grpo"
 
-    assert value({}, []) == 3
-    assert value({"T_N": "5"}, []) == 5
-    assert value({"T_N": "5"}, ["--n", "7"]) == 7
+
+def test_a_switch_is_on_from_the_flag_or_the_environment():
+    assert parse({}, []).cpu is False
+    assert parse({}, ["--cpu"]).cpu is True
+    assert parse({"TRLSTACK_CPU": "1"}, []).cpu is True
+    assert parse({"TRLSTACK_CPU": "0"}, []).cpu is False
+    assert parse({"TRLSTACK_CPU": ""}, []).cpu is False  # empty means unset, as compose passes it
+
+
+def test_bad_environment_values_name_the_variable_and_the_flag():
+    with pytest.raises(UsageError, match=r"TRLSTACK_CPU='maybe' is not valid for --cpu: expected one of 1/0"):
+        parse({"TRLSTACK_CPU": "maybe"}, [])
+    with pytest.raises(
+        UsageError, match=r"TRLSTACK_VLLM_MODE='remote' is not valid for --vllm-mode: 'remote'"
+    ):
+        parse({"TRLSTACK_VLLM_MODE": "remote"}, [])
+
+
+def test_help_names_each_variable_and_the_default_in_force(capsys):
+    parser = Parser(prog="t")
+    add_settings(parser, Example, {"TRLSTACK_NUM_PROCESSES": "4"})
+    text = " ".join(parser.format_help().split())
+    assert "what to run [env TRLSTACK_RECIPE]" in text
+    assert "how many [env TRLSTACK_NUM_PROCESSES; default: 4]" in text
+    assert "which [env TRLSTACK_VLLM_MODE; default: unset]" in text
+    assert "on the CPU [env TRLSTACK_CPU; default: False]" in text
 
 
 def test_parser_errors_are_usage_errors_that_point_at_help():
-    parser = Parser(prog="t")
-    add_setting(parser, "--n", "T_N", "help", 3, positive_int, environ={})
     with pytest.raises(
-        UsageError, match=r"argument --n: 0 is not a positive whole number \(see `t --help`\)"
+        UsageError, match=r"argument --num-processes: 0 is not a positive whole number \(see `t --help`\)"
     ):
-        parser.parse_args(["--n", "0"])
+        parse({}, ["--num-processes", "0"])
     with pytest.raises(UsageError, match="'x' is not a whole number"):
-        parser.parse_args(["--n", "x"])
+        parse({}, ["--num-processes", "x"])
 
 
 def test_split_extra_keeps_everything_after_the_first_double_dash():
     assert split_extra(["a", "--", "--b", "--", "c"]) == (["a"], ["--b", "--", "c"])
     assert split_extra(["a"]) == (["a"], [])
-    assert isinstance(Parser(prog="t"), argparse.ArgumentParser)
+
+
+TAKEN = {"--output_dir": "use --output-dir", "--tensor-parallel-size": "use yours", "-tp": "use yours"}
+
+
+@pytest.mark.parametrize(
+    "word",
+    [
+        "--output_dir",
+        "--output-dir",  # TRL and vLLM read _ and - alike
+        "--output_dir=/x",
+        "--output_d",  # argparse takes a unique abbreviation for the option
+        "--tensor_parallel_size=2",
+        "--tensor-parallel-size.x",  # vLLM's nested form
+        "-tp",
+        "-tp=2",
+    ],
+)
+def test_an_option_the_role_sets_is_refused_however_it_is_spelt(word):
+    with pytest.raises(
+        UsageError, match=f"^{word.split('=')[0]} after `--` would override role's setting; use "
+    ):
+        check_passthrough(["--seed", "1", word, "v"], TAKEN, "role")
+
+
+@pytest.mark.parametrize("extra", [["--seed", "-1"], ["--output_dirs", "x"], ["--", "-t"], ["value", "-"]])
+def test_other_arguments_pass(extra):
+    check_passthrough(extra, TAKEN, "role")

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
-from trlstack.plan import ENV_KEYS, Plan, make_plan, merge_env, render, render_env, render_json, render_table
+from trlstack.plan import ENV_KEYS, make_plan, merge_env, render, render_env, render_json, render_table
 
 
 def machine(n):
@@ -266,13 +266,18 @@ def test_merge_env_replaces_the_plan_and_keeps_the_users_lines():
     assert merge_env(merged, plan) == merged
 
 
+def test_merge_env_reads_the_file_as_compose_does():
+    plan = make_plan(machine(2))
+    existing = (
+        "export SERVE_GPUS=5\n"  # the shell form compose also reads
+        'NOTE="two\nlines SERVE_GPUS=9"\n'  # a quoted value over two lines is one entry
+        "TRAIN_GPUS = 6\n"
+        "  # indented comment\n"
+    )
+    merged = merge_env(existing, plan)
+    assert merged == 'NOTE="two\nlines SERVE_GPUS=9"\n  # indented comment\n\n' + render_env(plan)
+
+
 def test_merge_env_into_an_empty_file_is_the_rendering():
     plan = make_plan(machine(2))
     assert merge_env("", plan) == render_env(plan)
-
-
-def test_plan_is_immutable():
-    plan = make_plan(machine(2))
-    assert isinstance(plan, Plan)
-    with pytest.raises(AttributeError):
-        plan.port = 1

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from trlstack import trainconfig
+from trlstack.defaults import DEFAULT_MODEL
 from trlstack.recipes import RECIPES, accepted_keys, keys_from_trl
 
 HAS_TRL = importlib.util.find_spec("trl") is not None
@@ -42,7 +43,7 @@ def test_bundled_config_is_a_mapping_of_accepted_keys(recipe):
 
 def test_bundled_configs_are_the_main_job(recipe):
     config = yaml.safe_load(recipe.bundled_config.read_text())
-    assert config["model_name_or_path"] == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert config["model_name_or_path"] == DEFAULT_MODEL
     assert config["dataset_name"].startswith("trl-lib/")
     assert config["report_to"] == "none"
     assert config["output_dir"] == f"outputs/{recipe.name}"
@@ -97,5 +98,5 @@ def test_trl_parses_the_bundled_configs(recipe, tmp_path):
         ["--config", str(recipe.bundled_config), "--output_dir", str(tmp_path), "--use_cpu", "true"],
         fail_with_unknown_args=True,
     )
-    assert model_args.model_name_or_path == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert model_args.model_name_or_path == DEFAULT_MODEL
     assert script_args.dataset_name.startswith("trl-lib/")

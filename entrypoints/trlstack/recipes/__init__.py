@@ -39,23 +39,23 @@ class Recipe:
 
 _COMMON = ("trl:ModelConfig", "trl:DatasetMixtureConfig")
 
+
+def _trl_script(name: str) -> Recipe:
+    """One of TRL's own scripts, trl/scripts/NAME.py, with its NAMEScriptArguments and trl.NAMEConfig."""
+    module = f"trl.scripts.{name}"
+    return Recipe(
+        name=name,
+        yaml=f"{name}.yaml",
+        module=module,
+        dataclasses=(f"{module}:{name.upper()}ScriptArguments", f"trl:{name.upper()}Config", *_COMMON),
+        reward_keys=("reward_funcs", "reward_model_name_or_path"),
+        reward_model_key="reward_model_name_or_path",
+    )
+
+
 RECIPES: dict[str, Recipe] = {
-    "grpo": Recipe(
-        name="grpo",
-        yaml="grpo.yaml",
-        module="trl.scripts.grpo",
-        dataclasses=("trl.scripts.grpo:GRPOScriptArguments", "trl:GRPOConfig", *_COMMON),
-        reward_keys=("reward_funcs", "reward_model_name_or_path"),
-        reward_model_key="reward_model_name_or_path",
-    ),
-    "rloo": Recipe(
-        name="rloo",
-        yaml="rloo.yaml",
-        module="trl.scripts.rloo",
-        dataclasses=("trl.scripts.rloo:RLOOScriptArguments", "trl:RLOOConfig", *_COMMON),
-        reward_keys=("reward_funcs", "reward_model_name_or_path"),
-        reward_model_key="reward_model_name_or_path",
-    ),
+    "grpo": _trl_script("grpo"),
+    "rloo": _trl_script("rloo"),
     "online-dpo": Recipe(
         name="online-dpo",
         yaml="online_dpo.yaml",

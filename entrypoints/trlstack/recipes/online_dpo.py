@@ -12,12 +12,13 @@ import importlib
 import os
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from trl import ScriptArguments
 
 
 @dataclass
-class OnlineDPOScriptArguments(ScriptArguments):
+class OnlineDPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is untyped here
     """Script arguments for the Online DPO recipe.
 
     Args:
@@ -36,7 +37,7 @@ class OnlineDPOScriptArguments(ScriptArguments):
     )
 
 
-def load_reward_funcs(script_args, training_args) -> list:
+def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
     from trl.rewards import (
         accuracy_reward,
         get_soft_overlong_punishment,
@@ -53,7 +54,7 @@ def load_reward_funcs(script_args, training_args) -> list:
             soft_punish_cache=training_args.max_new_tokens // 4,
         ),
     }
-    reward_funcs: list = []
+    reward_funcs: list[Any] = []
     if training_args.reward_model_path:
         reward_funcs.append(training_args.reward_model_path)  # the trainer loads it as a sequence classifier
     for name in script_args.reward_funcs or []:
@@ -75,7 +76,7 @@ def load_reward_funcs(script_args, training_args) -> list:
     return reward_funcs
 
 
-def main(script_args, training_args, model_args, dataset_args):
+def main(script_args: Any, training_args: Any, model_args: Any, dataset_args: Any) -> None:
     from datasets import load_dataset
     from transformers import AutoTokenizer
     from trl import get_dataset, get_peft_config
@@ -129,7 +130,7 @@ def main(script_args, training_args, model_args, dataset_args):
         trainer.push_to_hub(dataset_name=script_args.dataset_name)
 
 
-def make_parser():
+def make_parser() -> Any:
     from trl import DatasetMixtureConfig, ModelConfig, TrlParser
     from trl.experimental.online_dpo import OnlineDPOConfig
 

@@ -1,0 +1,87 @@
+"""The values more than one part of trlstack relies on, and every environment variable it reads or sets.
+
+Every module takes these from here. Files that cannot import Python (compose, .env.example, scripts, the bake
+file, READMEs) repeat a few of them; tests/unit/test_defaults.py checks each copy against this module.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+# The model the recipes and serve-vllm use when none is named: small enough for any GPU.
+DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
+LOOPBACK = "127.0.0.1"
+DEFAULT_VLLM_PORT = 8000  # vLLM's HTTP API
+DEFAULT_GROUP_PORT = 51216  # the NCCL group that moves weights from the trainer into vLLM
+DEFAULT_VLLM_URL = f"http://{LOOPBACK}:{DEFAULT_VLLM_PORT}"
+DEFAULT_HEALTH_TIMEOUT_S = 1800.0  # model download, weight loading, torch.compile and CUDA graphs
+
+# bf16 (and the FlashAttention kernels) need Ampere, compute capability 8.0, or newer.
+BF16_CAPABILITY = (8, 0)
+
+# The image compose, scripts/up.sh and the docs run; docker/docker-bake.hcl tags it from the same versions.
+IMAGE = "trlstack:0.1.0-torch2.11-vllm0.25-cu13"
+
+# Yes/no values as compose files and shells write them (huggingface_hub reads the same set, any case).
+TRUE_VALUES = frozenset({"1", "true", "yes", "on"})
+FALSE_VALUES = frozenset({"0", "false", "no", "off"})
+
+
+def is_true(value: str | None) -> bool:
+    """Whether a variable holds a yes (unset, empty and anything else are no)."""
+    return (value or "").strip().lower() in TRUE_VALUES
+
+
+class Env(StrEnum):
+    """Every environment variable trlstack reads or sets, under its one spelling (a member is its name)."""
+
+    # Settings of the roles (serve-vllm, train) and of `trlstack plan`/`doctor`; each is declared with its
+    # flag beside the role's other settings.
+    RECIPE = "TRLSTACK_RECIPE"
+    CONFIG = "TRLSTACK_CONFIG"
+    MODEL = "TRLSTACK_MODEL"
+    DATASET = "TRLSTACK_DATASET"
+    REWARD_MODEL = "TRLSTACK_REWARD_MODEL"
+    VLLM_HOST = "TRLSTACK_VLLM_HOST"
+    VLLM_PORT = "TRLSTACK_VLLM_PORT"
+    VLLM_URL = "TRLSTACK_VLLM_URL"
+    VLLM_GROUP_PORT = "TRLSTACK_VLLM_GROUP_PORT"
+    VLLM_MODE = "TRLSTACK_VLLM_MODE"
+    TENSOR_PARALLEL_SIZE = "TRLSTACK_TENSOR_PARALLEL_SIZE"
+    DATA_PARALLEL_SIZE = "TRLSTACK_DATA_PARALLEL_SIZE"
+    GPU_MEMORY_UTILIZATION = "TRLSTACK_GPU_MEMORY_UTILIZATION"
+    MAX_MODEL_LEN = "TRLSTACK_MAX_MODEL_LEN"
+    DTYPE = "TRLSTACK_DTYPE"
+    ALLOW_PUBLIC_BIND = "TRLSTACK_ALLOW_PUBLIC_BIND"
+    NUM_PROCESSES = "TRLSTACK_NUM_PROCESSES"
+    SERVE_GPUS = "TRLSTACK_SERVE_GPUS"
+    OUTPUT_DIR = "TRLSTACK_OUTPUT_DIR"
+    HEALTH_TIMEOUT = "TRLSTACK_HEALTH_TIMEOUT"
+    CPU = "TRLSTACK_CPU"
+
+    # Read by the compose files and scripts/up.sh, not by the package.
+    IMAGE = "TRLSTACK_IMAGE"
+    VARIANT = "TRLSTACK_VARIANT"
+    PRIVATE_NET = "TRLSTACK_PRIVATE_NET"
+    NETWORK_INTERNAL = "TRLSTACK_NETWORK_INTERNAL"
+    OUTPUTS = "TRLSTACK_OUTPUTS"
+
+    # Read by the tests' image build and the CI provisioning (tests/conftest.py, scripts/nix.sh).
+    BASE_IMAGE = "TRLSTACK_BASE_IMAGE"
+    CA_BUNDLE = "TRLSTACK_CA_BUNDLE"
+    WITH_KERNEL_CACHE = "TRLSTACK_WITH_KERNEL_CACHE"
+    NIX_ROOT = "TRLSTACK_NIX_ROOT"
+
+    # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
+    # CUDA, huggingface_hub and kernels.
+    VLLM_HOST_IP = "VLLM_HOST_IP"
+    VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
+    TRL_EXPERIMENTAL_SILENCE = "TRL_EXPERIMENTAL_SILENCE"
+    CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
+    HF_HOME = "HF_HOME"
+    HF_HUB_CACHE = "HF_HUB_CACHE"
+    HUGGINGFACE_HUB_CACHE = "HUGGINGFACE_HUB_CACHE"  # huggingface_hub's older name for HF_HUB_CACHE
+    HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
+    XDG_CACHE_HOME = "XDG_CACHE_HOME"
+    KERNELS_CACHE = "KERNELS_CACHE"
+    HOME = "HOME"
