@@ -213,11 +213,15 @@ def make_callback(phases: Phases, first_step: list[float]):
 
 
 def dataset_and_prompts(args):
-    from datasets import Dataset
+    """The prompts, and a dataset of them loaded from a JSON Lines file (as a user's data is: no hashing of
+    an in-memory table)."""
+    from datasets import load_dataset
 
     vocabulary = words(5000)
     prompts = [" ".join(vocabulary[(7 * i + j) % 5000] for j in range(args.prompt_words)) for i in range(512)]
-    return Dataset.from_dict({"prompt": prompts}), prompts
+    path = Path(tempfile.mkdtemp(prefix="grpo-prompts-")) / "prompts.jsonl"
+    path.write_text("".join(json.dumps({"prompt": prompt}) + "\n" for prompt in prompts))
+    return load_dataset("json", data_files=str(path), split="train"), prompts
 
 
 def grpo_config(kind: str, variant: str, args, output_dir: str):
