@@ -76,6 +76,7 @@ class Env(StrEnum):
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"
     VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
+    VLLM_USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
     TRL_EXPERIMENTAL_SILENCE = "TRL_EXPERIMENTAL_SILENCE"
     CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"
     HF_HOME = "HF_HOME"
@@ -85,3 +86,11 @@ class Env(StrEnum):
     XDG_CACHE_HOME = "XDG_CACHE_HOME"
     KERNELS_CACHE = "KERNELS_CACHE"
     HOME = "HOME"
+
+
+# What every vLLM the roles start (serve-vllm, train's colocated engine) runs with. vLLM samples top-k/top-p
+# requests that want no processed log-probabilities with FlashInfer, whose kernels compile on first use; the
+# pinned wheels hold no CUDA toolkit that can (torch's CUDA 13.0 headers, the nvcc 13.2 FlashInfer's tile
+# compiler requires, no libcuda to link against), so such a request would end the engine. vLLM's own
+# top-k/top-p sampler serves them instead; TRL's own requests never take FlashInfer's path.
+VLLM_ENV = {Env.VLLM_USE_FLASHINFER_SAMPLER: "0"}

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from trlstack.command import Command, exec_command
-from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, Env
+from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import Gpu, visible_gpus
 from trlstack.options import (
@@ -157,7 +157,7 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":
         argv += ["--dtype", settings.dtype]
-    return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1"})
+    return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1", **VLLM_ENV})
 
 
 def main(argv: Sequence[str] | None = None) -> int:

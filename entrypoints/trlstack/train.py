@@ -20,7 +20,14 @@ from typing import Any
 from trlstack import policy
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, exec_command, require_program
-from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
+from trlstack.defaults import (
+    DEFAULT_GROUP_PORT,
+    DEFAULT_HEALTH_TIMEOUT_S,
+    DEFAULT_VLLM_URL,
+    LOOPBACK,
+    VLLM_ENV,
+    Env,
+)
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
@@ -290,6 +297,8 @@ def build_launch(
     else:
         processes = training_processes(settings, gpus)
         config.update(vllm_settings(settings))
+        if settings.mode == "colocate":
+            env.update(VLLM_ENV)  # vLLM runs inside the trainer
         if settings.mode == "server":
             env[Env.VLLM_HOST_IP] = settings.host_ip  # where the server's workers reach this trainer
         if "bf16" in user_config or "fp16" in user_config:

@@ -36,7 +36,7 @@ def missing(modules=("torch", "vllm", "trl"), scripts=("serve-vllm", "train")) -
 
 def start_server(model: Path, port: int, log: Path, gpus: str | None = None) -> subprocess.Popen:
     """serve-vllm on `model` in its own process group (so stop() ends its workers too), logging to `log`."""
-    env = dict(os.environ)  # as the image runs it: vLLM's own sampler choice (FlashInfer is shipped)
+    env = dict(os.environ)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     argv = ["serve-vllm", "--model", str(model), "--port", str(port), "--gpu-memory-utilization", "0.3"]

@@ -48,8 +48,8 @@ def test_answers_an_openai_completion(server, tiny):
 
 
 def test_samples_with_top_k_and_top_p(server, tiny):
-    # Truncated sampling goes through vLLM's FlashInfer sampler on CUDA (flashinfer-python is shipped; its
-    # kernels compile on first use), not the plain path TRL's defaults (top_p 1, top_k 0) take.
+    # A request with top-k/top-p and no log-probabilities is the one vLLM would hand to FlashInfer's sampler,
+    # whose kernels the shipped wheels cannot compile (it ended the engine); serve-vllm keeps vLLM's own.
     from openai import OpenAI
 
     client = OpenAI(base_url=f"{server}/v1", api_key="unused")

@@ -40,7 +40,8 @@ def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
         "--data-parallel-size", str(serve_gpus),
         "--gpu-memory-utilization", "0.9",
     ]  # fmt: skip
-    assert command.env == {"VLLM_SERVER_DEV_MODE": "1"}
+    # vLLM's own top-k/top-p sampler: FlashInfer's would compile kernels the shipped wheels cannot build.
+    assert command.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
 
 
 def test_eight_gpus_with_tensor_parallel_two_and_every_option():
@@ -72,11 +73,11 @@ def test_shell_form_is_the_seed_line_and_reparses_to_the_same_argv():
     command = build_command(ServeSettings(), gpus(1))
     line = command.shell()
     assert line.startswith(
-        "VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1"
     )
-    assert shlex.split(line) == ["VLLM_SERVER_DEV_MODE=1", *command.argv]
+    assert shlex.split(line) == ["VLLM_SERVER_DEV_MODE=1", "VLLM_USE_FLASHINFER_SAMPLER=0", *command.argv]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "10.1.2.3", "172.18.0.2", "192.168.1.20", "fd00::5"])
@@ -132,7 +133,7 @@ def test_print_command_prints_one_shell_line_and_runs_nothing(clean_env, capsys,
     assert serve.main(["--gpus", "2", "--print-command"]) == 0
     out = capsys.readouterr().out
     assert out == (
-        "VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1 "
         "--host 127.0.0.1 --port 8000 --tensor-parallel-size 1 --data-parallel-size 2 "
