@@ -370,7 +370,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings, user_config, str(config_path), visible, checkpoint, policy.hub_kernel_unavailable
         )
         for path in incomplete:
-            say(f"{path} is incomplete (no trainer_state.json); left in place, not resumed from")
+            say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
         if settings.cpu:
             print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
         for note in launch.notes:
