@@ -75,6 +75,7 @@ class Env(StrEnum):
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"
+    PET_SIGNALS_TO_HANDLE = "PET_SIGNALS_TO_HANDLE"  # torch elastic's agent: the signals it forwards itself
     VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
     TRL_EXPERIMENTAL_SILENCE = "TRL_EXPERIMENTAL_SILENCE"
     CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"

@@ -2,7 +2,8 @@
 
 Decisions are pure (`build_launch`: settings + config + GPUs -> command and merged config); main() does the
 side effects in order, so bad input stops before anything starts: read the config, probe the GPUs, wait
-for the server and check its weight-transfer engine, write the merged config, then exec accelerate.
+for the server and check its weight-transfer engine, write the merged config, then run accelerate as a child
+that a stop signal ends with a checkpoint (stopping.py).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy
+from trlstack import policy, stopping
 from trlstack.checkpoints import newest_checkpoint
-from trlstack.command import Command, exec_command, require_program
+from trlstack.command import Command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
@@ -35,7 +36,7 @@ from trlstack.options import (
     switch,
 )
 from trlstack.ports import group_port_setting
-from trlstack.recipes import RECIPES, Recipe
+from trlstack.recipes import RECIPES, RUNNER, Recipe
 
 ROLE = Role(
     "train",
@@ -84,7 +85,7 @@ class TrainSettings:
         checked_host,
     )
     num_processes: int | None = setting(
-        Env.NUM_PROCESSES, "training processes (default: visible GPUs)", type=positive_int
+        Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
     )
     serve_gpus: str | None = setting(
         Env.SERVE_GPUS,
@@ -169,6 +170,7 @@ TAKEN = {
     "--vllm_group_port": "use --vllm-group-port",
     "--bf16": "use bf16/fp16 in the config file",
     "--fp16": "use bf16/fp16 in the config file",
+    "--enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
 }
 
 
@@ -179,8 +181,6 @@ def check_contradictions(settings: TrainSettings) -> None:
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
             "for it; drop one of the two."
         )
-    if settings.cpu and settings.num_processes not in (None, 1):
-        raise UsageError(f"--cpu runs one process; drop --num-processes {settings.num_processes}.")
     if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
         raise UsageError(
             f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
@@ -248,8 +248,13 @@ def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
 
 
 def accelerate_launch(processes: int, precision: str, cpu: bool) -> list[str]:
-    """`accelerate launch` and every option it would otherwise guess or read from its own config file."""
-    argv = ["accelerate", "launch", *(["--cpu"] if cpu else []), "--num_processes", str(processes)]
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file.
+
+    accelerate's --cpu runs one process; more go through torch elastic (--multi_gpu), whatever the device: the
+    config's use_cpu then makes them one gloo process group on the CPU.
+    """
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu and processes == 1 else [])]
+    argv += ["--num_processes", str(processes)]
     if processes > 1:
         argv.append("--multi_gpu")
     mixed = precision if precision in ("bf16", "fp16") else "no"
@@ -285,7 +290,7 @@ def build_launch(
     env: dict[str, str] = {}
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
-        processes, precision, why = 1, "fp32", "CPU run"
+        processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
         processes = training_processes(settings, gpus)
@@ -309,6 +314,9 @@ def build_launch(
         notes += [f"attention: {note}" for note in skipped] + [f"attention {implementation}"]
         config["model_init_kwargs"] = {**init_kwargs, "attn_implementation": implementation}
 
+    if config.pop("enable_jit_checkpoint", False):
+        notes.append(f"enable_jit_checkpoint in {source} left off: train saves a checkpoint when stopped")
+
     if checkpoint is not None and not user_config.get("resume_from_checkpoint"):
         config["resume_from_checkpoint"] = str(checkpoint)
         notes.append(f"resuming from {checkpoint}")
@@ -321,6 +329,7 @@ def build_launch(
     argv = [
         *accelerate_launch(processes, precision, settings.cpu),
         "-m",
+        RUNNER,  # runs recipe.module so that a stop signal ends it with a checkpoint
         recipe.module,
         "--config",
         str(path),
@@ -400,7 +409,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         launch.config_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")
-        exec_command(launch.command, environ)
-        return 0  # not reached: exec replaced this process
+        return stopping.run(launch.command, environ)
 
     return run_main("train", body)

@@ -21,7 +21,7 @@ def gpus(n, capability=(9, 0)):
 
 
 def launch_tail(module="trl.scripts.grpo", config="outputs/grpo/trlstack-grpo.yaml"):
-    return ["-m", module, "--config", config]
+    return ["-m", "trlstack.recipes.run", module, "--config", config]
 
 
 @pytest.mark.parametrize(("machine_gpus", "train_gpus"), [(2, 1), (4, 2), (8, 4)])
@@ -60,10 +60,10 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
 def test_rloo_and_online_dpo_run_their_scripts():
     rloo = build_launch(TrainSettings(recipe="rloo"), {"model_name_or_path": "m", "dataset_name": "d",
                         "reward_funcs": ["accuracy_reward"]}, "c", gpus(2))  # fmt: skip
-    assert rloo.command.argv[-4:] == launch_tail("trl.scripts.rloo", "outputs/rloo/trlstack-rloo.yaml")
+    assert rloo.command.argv[-5:] == launch_tail("trl.scripts.rloo", "outputs/rloo/trlstack-rloo.yaml")
     config = {"model_name_or_path": "m", "dataset_name": "d", "reward_model_path": "r"}
     dpo = build_launch(TrainSettings(recipe="online-dpo"), config, "c", gpus(2))
-    assert dpo.command.argv[-4:] == launch_tail(
+    assert dpo.command.argv[-5:] == launch_tail(
         "trlstack.recipes.online_dpo", "outputs/online-dpo/trlstack-online-dpo.yaml"
     )
     assert dpo.command.env["TRL_EXPERIMENTAL_SILENCE"] == "1"
@@ -97,6 +97,29 @@ def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
     assert config["num_generations"] == 2
     assert config["per_device_train_batch_size"] == 2
     assert config["model_init_kwargs"] == {"attn_implementation": "sdpa"}
+
+
+def test_cpu_smoke_with_more_processes_runs_them_through_torch_elastic_over_gloo():
+    # accelerate's --cpu launches one process whatever --num_processes says; --multi_gpu starts them all, and
+    # use_cpu in the config puts them on the CPU, in one gloo process group.
+    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d", num_processes=2)
+    launch = build_launch(settings, GRPO, "c", [])
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", "2", "--multi_gpu",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.config["use_cpu"] is True
+
+
+def test_transformers_own_save_on_sigterm_is_left_off_with_a_note():
+    # It saves in each process alone, on SIGTERM only; train's stop handling saves in all together.
+    launch = build_launch(
+        TrainSettings(recipe="grpo"), {**GRPO, "enable_jit_checkpoint": True}, "mine.yaml", gpus(2)
+    )
+    assert "enable_jit_checkpoint" not in launch.config
+    assert (
+        "enable_jit_checkpoint in mine.yaml left off: train saves a checkpoint when stopped" in launch.notes
+    )
 
 
 def test_pre_ampere_gpus_train_in_fp16():
@@ -274,7 +297,7 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (
         "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu --num_machines 1 "
-        "--mixed_precision bf16 --dynamo_backend no -m trl.scripts.rloo "
+        "--mixed_precision bf16 --dynamo_backend no -m trlstack.recipes.run trl.scripts.rloo "
         "--config outputs/rloo/trlstack-rloo.yaml"
     )
     assert "#   vllm_mode: server" in out
@@ -311,7 +334,6 @@ BAD_INPUT = [
     (["grpo", "--serve-gpus", "0-"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus '0-'"),
     (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
     (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
-    (["grpo", "--cpu", "--num-processes", "2"], {}, "--cpu runs one process"),
     (["grpo", "--num-processes", "3"], {"CUDA_VISIBLE_DEVICES": "0,1"}, "--num-processes 3 needs a GPU each"),
     (["grpo", "--vllm-mode", "remote"], {}, "'remote' is not one of server, colocate"),
     (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "soon"}, "TRLSTACK_HEALTH_TIMEOUT='soon' is not valid"),
@@ -328,6 +350,7 @@ BAD_INPUT = [
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
+    (["grpo", "--", "--enable-jit-checkpoint"], {}, "train saves a checkpoint when stopped"),
 ]
 
 CONFIGS = {
