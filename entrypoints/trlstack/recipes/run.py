@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import runpy
 import signal
 import sys
@@ -119,6 +120,18 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
     return train_until_stopped
 
 
+def load_cpu_n_locations() -> None:
+    """Let torch.load restore storages onto `cpu:N`. transformers resumes a run of several processes with each
+    process's device as map_location, which for processes on the CPU (train --cpu --num-processes N) is
+    `cpu:N`, a location torch refuses ("don't know how to restore data location ... (tagged with cpu:0)")."""
+    import torch
+
+    def on_cpu(storage: Any, location: str) -> Any:
+        return storage if re.fullmatch(r"cpu:\d+", location) else None
+
+    torch.serialization.register_package(50, lambda storage: None, on_cpu)
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit("usage: python -m trlstack.recipes.run MODULE [ARGS...]")
@@ -126,6 +139,7 @@ def main(argv: list[str]) -> None:
     import transformers
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
+    load_cpu_n_locations()
     sys.argv = argv  # the script parses its own arguments; runpy sets argv[0] to its file
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
 
