@@ -9,6 +9,7 @@ that a stop signal ends with a checkpoint (stopping.py).
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy, stopping
+from trlstack import outputs, policy, stopping
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
@@ -92,6 +93,14 @@ class TrainSettings:
         "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
     )
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
+    resume: bool = switch(
+        Env.RESUME,
+        "where the output folder holds another run (other model, data, reward...): continue it anyway",
+    )
+    fresh: bool = switch(
+        Env.FRESH,
+        "where the output folder holds another run: move it aside to OUTPUT_DIR.DATE-TIME and start anew",
+    )
     health_timeout: float = setting(
         Env.HEALTH_TIMEOUT,
         "seconds to wait for the server's /health",
@@ -176,6 +185,11 @@ TAKEN = {
 
 def check_contradictions(settings: TrainSettings) -> None:
     check_passthrough(settings.extra, TAKEN, "train")
+    if settings.resume and settings.fresh:
+        raise UsageError(
+            f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
+            f"{Env.FRESH}); choose one."
+        )
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -337,6 +351,25 @@ def build_launch(
     return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
 
 
+def previous_run_to_move(
+    settings: TrainSettings, output_dir: Path, recipe: Recipe, config: Mapping[str, Any]
+) -> Path | None:
+    """Where to move the other run in the output folder (--fresh), or None to resume what is there (the same
+    run, or another one with --resume); UsageError showing the difference when neither was chosen."""
+    previous = outputs.previous_run(output_dir, recipe.name)
+    found = outputs.differences(previous, recipe.name, config) if previous else []
+    if previous is None or not found:
+        return None
+    aside = outputs.aside_name(output_dir, datetime.datetime.now())
+    if settings.resume:
+        say(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
+        return None
+    if not settings.fresh:
+        raise UsageError(outputs.refusal(output_dir, previous, found, aside))
+    say(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
+    return aside
+
+
 def smoke_steps(launch: Launch) -> str:
     """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
     argv = launch.command.argv
@@ -373,11 +406,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 serve = parse_gpu_spec(settings.serve_gpus, "--serve-gpus")
                 check_overlap(visible, serve, gpu_probe.probe().gpus)
 
-        output_dir = settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}"
-        checkpoint, incomplete = newest_checkpoint(Path(output_dir))
+        output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
+        if not args.print_command:
+            outputs.check_writable(output_dir)
+        checkpoint, incomplete = newest_checkpoint(output_dir)
         launch = build_launch(
             settings, user_config, str(config_path), visible, checkpoint, policy.hub_kernel_unavailable
         )
+        aside = previous_run_to_move(settings, output_dir, recipe, launch.config)
+        if aside is not None:  # this run starts anew
+            incomplete = []
+            launch = build_launch(
+                settings, user_config, str(config_path), visible, None, policy.hub_kernel_unavailable
+            )
         for path in incomplete:
             say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
         if settings.cpu:
@@ -406,6 +447,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"note: the server serves {served} and this run trains {trained}; they must be the "
                     f"same model (set --model / {Env.MODEL} alike for serve-vllm and train)"
                 )
+        if aside is not None:
+            outputs.move_aside(output_dir, aside)
+            say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
         launch.config_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")

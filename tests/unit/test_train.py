@@ -279,6 +279,73 @@ def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, 
     assert (output / "checkpoint-12").is_dir()
 
 
+def previous_cpu_run(run_dir, capsys, on_path, exec_calls, *argv):
+    """outputs/grpo as a --cpu run on model m and data d left it: its merged config and checkpoint-3."""
+    on_path("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", *argv])
+    output = run_dir / "outputs/grpo"
+    (output / "checkpoint-3").mkdir()
+    (output / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    exec_calls.clear()
+    capsys.readouterr()
+    return output
+
+
+def test_another_run_in_the_output_folder_is_refused_with_the_difference(
+    run_dir, on_path, exec_calls, capsys
+):
+    output = previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    merged = (output / "trlstack-grpo.yaml").read_text()
+    assert train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"]) == 1
+    err = capsys.readouterr().err
+    assert "train: error: outputs/grpo holds another run than this one" in err
+    assert "    dataset_name: d -> other\n" in err
+    assert "--fresh (TRLSTACK_FRESH=1): move it aside to outputs/grpo." in err
+    assert "--resume (TRLSTACK_RESUME=1): continue it anyway" in err
+    assert not exec_calls and (output / "trlstack-grpo.yaml").read_text() == merged
+
+
+def test_the_same_run_with_more_steps_resumes_without_asking(run_dir, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "9"])
+    assert "resuming from outputs/grpo/checkpoint-3" in capsys.readouterr().err
+
+
+def test_resume_continues_another_run_when_asked(run_dir, clean_env, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    clean_env.setenv("TRLSTACK_RESUME", "1")  # as compose passes it from .env
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"])
+    err = capsys.readouterr().err
+    assert (
+        "continuing the run in outputs/grpo although it differs (--resume): dataset_name: d -> other" in err
+    )
+    assert "resuming from outputs/grpo/checkpoint-3" in err
+
+
+def test_fresh_moves_another_run_aside_and_starts_anew(run_dir, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other", "--fresh"])
+    err = capsys.readouterr().err
+    (aside,) = (run_dir / "outputs").glob("grpo.*")
+    assert f"moved outputs/grpo to outputs/{aside.name}; nothing in it was changed or deleted" in err
+    assert (aside / "checkpoint-3" / "trainer_state.json").is_file()
+    assert yaml.safe_load((aside / "trlstack-grpo.yaml").read_text())["dataset_name"] == "d"
+    merged = yaml.safe_load((run_dir / "outputs/grpo/trlstack-grpo.yaml").read_text())
+    assert merged["dataset_name"] == "other" and "resume_from_checkpoint" not in merged
+    assert "resuming" not in err
+    # Left set (in .env, say), --fresh does nothing more once the folder holds this run: restarts resume.
+    (run_dir / "outputs/grpo/checkpoint-1").mkdir()
+    (run_dir / "outputs/grpo/checkpoint-1/trainer_state.json").write_text("{}")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other", "--fresh"])
+    assert "resuming from outputs/grpo/checkpoint-1" in capsys.readouterr().err
+    assert len(list((run_dir / "outputs").glob("grpo.*"))) == 1
+
+
 def test_the_smoke_banner_counts_the_steps_the_script_will_take(run_dir, capsys, no_exec):
     assert train.main(["rloo", "--cpu", "--print-command", "--", "--max_steps", "5"]) == 0
     assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
@@ -351,6 +418,12 @@ BAD_INPUT = [
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
     (["grpo", "--", "--enable-jit-checkpoint"], {}, "train saves a checkpoint when stopped"),
+    (["grpo", "--resume", "--fresh"], {}, "--resume continues the other run in the output folder, --fresh"),
+    (
+        ["grpo", "--cpu"],
+        {"TRLSTACK_OUTPUT_DIR": "a_file/grpo"},
+        "a_file is a file. Choose another --output-dir",
+    ),
 ]
 
 CONFIGS = {
@@ -372,6 +445,7 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     machine(gpus(4))
     for name, text in CONFIGS.items():
         (run_dir / name).write_text(text)
+    (run_dir / "a_file").write_text("")
     servers = {"closed": f"http://127.0.0.1:{closed_port}"}
     servers["no_weight_transfer"] = servers["no_dev_mode"] = vllm_server.url
     if env.get("TRLSTACK_VLLM_URL") == "no_weight_transfer":
