@@ -12,9 +12,11 @@ SIGQUIT), and train sends the signal itself to each training process once that p
 progress ends, then exit 0, so no launcher reports a failure; train's exit code says the run was stopped.
 
 Where the signal reaches every process at once (Ctrl-C in a terminal, Slurm signalling a job step), the
-launchers ignore it and the training processes take it once: the same stop. A second signal stops at once,
-without a checkpoint; so does the grace period running out (docker's SIGKILL), which leaves a checkpoint
-folder without trainer_state.json that resume passes over (checkpoints.py).
+launchers ignore it and the training processes take it once: the same stop. A second Ctrl-C (SIGINT) stops at
+once, without a checkpoint; a repeated SIGTERM changes nothing, because senders repeat it without meaning
+"now" (`timeout` signals the command and then its process group; Slurm signals before the time limit and at
+it), and the sender's own SIGKILL ends what is left. That kill, or the grace period running out, leaves a
+checkpoint folder without trainer_state.json, which resume passes over (checkpoints.py).
 """
 
 from __future__ import annotations
@@ -108,14 +110,17 @@ class Run:
 
     def on_signal(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
-        if self.signum:
+        if self.signum and signum == signal.SIGINT:
             say(f"{name} again: stopping at once, without a checkpoint")
             self.kill()
+            return
+        if self.signum:
+            say(f"{name} again: still saving the checkpoint (a second Ctrl-C stops at once, without it)")
             return
         self.signum = signum
         say(
             f"{name}: the training processes save a checkpoint when the step in progress ends, then stop "
-            "(another signal stops them at once, without one)"
+            "(a second Ctrl-C stops them at once, without one)"
         )
         self.forward()
 

@@ -122,16 +122,31 @@ def test_ctrl_c_to_the_whole_group_stops_as_sigint_and_the_launcher_waits(tmp_pa
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
-def test_a_second_signal_stops_at_once_and_leaves_no_process_behind(tmp_path):
+def test_a_repeated_sigterm_still_saves(tmp_path):
+    # `timeout` sends SIGTERM to the command and then to its whole process group, Slurm before the time limit
+    # and at it: one stop, not two.
+    tree = Tree(tmp_path, delay=0.5)
+    time.sleep(0.2)
+    tree.process.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    os.killpg(tree.process.pid, signal.SIGTERM)
+    code, err = tree.finish()
+    assert code == 143, err
+    stopped = tree.files("stopped")
+    assert len(stopped) == tree.count and all(set(got.split()) == {"SIGTERM"} for got in stopped.values())
+    assert "SIGTERM again: still saving the checkpoint" in err
+
+
+def test_a_second_ctrl_c_stops_at_once_and_leaves_no_process_behind(tmp_path):
     tree = Tree(tmp_path, mode="hang")
     tree.wait_ready()
     trainers = list(tree.files("ready"))
     tree.process.send_signal(signal.SIGTERM)
     time.sleep(0.5)
-    tree.process.send_signal(signal.SIGTERM)
+    tree.process.send_signal(signal.SIGINT)
     code, err = tree.finish(timeout=10)
     assert code == 143, err
-    assert "SIGTERM again: stopping at once, without a checkpoint" in err
+    assert "SIGINT again: stopping at once, without a checkpoint" in err
     assert not tree.files("stopped")
     deadline = time.monotonic() + 5
     while any(alive(pid) for pid in trainers):
