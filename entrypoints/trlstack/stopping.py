@@ -50,7 +50,11 @@ def say(message: str) -> None:
 def process_tree() -> dict[int, list[int]]:
     """parent PID -> its children's PIDs, for every process this one can see."""
     tree: dict[int, list[int]] = {}
-    for entry in os.scandir("/proc"):
+    try:
+        entries = list(os.scandir("/proc"))
+    except OSError:  # no /proc (not Linux): the signal reaches only processes that share the terminal
+        return tree
+    for entry in entries:
         if not entry.name.isdigit():
             continue
         try:

@@ -87,17 +87,18 @@ def check_resumed(run: Path, before: dict[int, dict[str, str]], log: str, steps:
     return resumed_at
 
 
+def smoke_stack(project, image: str, outputs: Path, **settings: str):
+    """A compose project of the CPU smoke stack of `image`, writing into the host folder `outputs`."""
+    return project(
+        files=(COMPOSE_FILE, SMOKE_FILE), TRLSTACK_IMAGE=image, TRLSTACK_OUTPUTS=str(outputs), **settings
+    )
+
+
 @pytest.fixture
 def smoke(project, trlstack_image, tmp_path):
     """(compose project of the CPU smoke stack, its grpo output folder on the host)."""
     outputs = outputs_folder(tmp_path)
-    compose = project(
-        files=(COMPOSE_FILE, SMOKE_FILE),
-        TRLSTACK_IMAGE=trlstack_image,
-        TRLSTACK_OUTPUTS=str(outputs),
-        SMOKE_STEPS=str(STEPS),
-    )
-    return compose, outputs / "grpo"
+    return smoke_stack(project, trlstack_image, outputs, SMOKE_STEPS=str(STEPS)), outputs / "grpo"
 
 
 def wait_for(text: str, log: Path, running: Callable[[], bool]) -> None:
@@ -114,9 +115,8 @@ def training_processes(trainer: str) -> list[str]:
     return [row[0] for row in rows if RUNNER in row[2:5] and "launch" not in row]  # not accelerate's own line
 
 
-STOP_STEPS = (
-    80  # a tiny CPU step takes ~0.2 s; the stop, sent after the first step, lands long before the last
-)
+# A tiny CPU step takes ~0.2 s on an idle machine: the stop, sent after the first step, lands long before 80.
+STOP_STEPS = 80
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -124,10 +124,10 @@ def test_compose_stop_saves_the_step_reached_and_up_resumes_after_it(
     project, trlstack_image, tmp_path, processes
 ):
     outputs = outputs_folder(tmp_path)
-    compose = project(
-        files=(COMPOSE_FILE, SMOKE_FILE),
-        TRLSTACK_IMAGE=trlstack_image,
-        TRLSTACK_OUTPUTS=str(outputs),
+    compose = smoke_stack(
+        project,
+        trlstack_image,
+        outputs,
         SMOKE_STEPS=str(STOP_STEPS),
         SMOKE_SAVE_STEPS="1000",  # no periodic checkpoint: the only one is the stop's
         NUM_PROCESSES=str(processes),
@@ -243,12 +243,7 @@ def test_a_missing_outputs_folder_stops_the_trainer_before_it_starts(project, tr
 
 def test_another_run_in_the_output_folder_is_refused_until_env_says_fresh(project, trlstack_image, tmp_path):
     outputs = outputs_folder(tmp_path)
-    compose = project(
-        files=(COMPOSE_FILE, SMOKE_FILE),
-        TRLSTACK_IMAGE=trlstack_image,
-        TRLSTACK_OUTPUTS=str(outputs),
-        SMOKE_STEPS="1",
-    )
+    compose = smoke_stack(project, trlstack_image, outputs, SMOKE_STEPS="1")
     run = outputs / "grpo"
     compose.run("up", "grpo", timeout=600)
     before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
