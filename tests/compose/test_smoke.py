@@ -115,8 +115,8 @@ def training_processes(trainer: str) -> list[str]:
     return [row[0] for row in rows if RUNNER in row[2:5] and "launch" not in row]  # not accelerate's own line
 
 
-# A tiny CPU step takes ~0.2 s on an idle machine: the stop, sent after the first step, lands long before 80.
-STOP_STEPS = 80
+# A tiny CPU step takes ~0.2 s on an idle machine: the stop, sent after the first step, lands long before 40.
+STOP_STEPS = 40
 
 
 @pytest.mark.parametrize("processes", [1, 2])

@@ -16,7 +16,7 @@ import pytest
 pytestmark = pytest.mark.docker
 
 IMAGE_UID = 1000
-STEPS = 60  # tiny CPU steps take ~0.2 s: the signal, sent after the first, lands well before the last
+STEPS = 30  # tiny CPU steps take ~0.2 s: the signal, sent after the first, lands well before the last
 TRAIN = [
     "train", "grpo", "--cpu", "--model", "/w/tiny/model", "--dataset", "/w/tiny/dataset",
     "--output-dir", "/w/out", "--", "--max_steps", str(STEPS), "--save_steps", "1000",
