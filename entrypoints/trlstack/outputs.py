@@ -21,7 +21,7 @@ from typing import Any
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 
-MERGED_PREFIX, MERGED_SUFFIX = "trlstack-", ".yaml"  # trainconfig.MERGED_NAME: trlstack-RECIPE.yaml
+MERGED_PREFIX, MERGED_SUFFIX = "trlstack-", ".yaml"  # the merged config's name: trlstack-RECIPE.yaml
 
 # The config keys that make a run what it is, each with why: resumed across a change, a checkpoint would go on
 # training other weights, on other data or toward another reward than the run it came from. Every other key
