@@ -9,6 +9,9 @@ _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
 # transformers writes trainer_state.json last, after the weights, optimizer and RNG states.
 COMPLETE_MARKER = "trainer_state.json"
+# transformers' own save-on-SIGTERM (enable_jit_checkpoint) marks a checkpoint it is still writing with this
+# file and removes it when done; a checkpoint that still has it was cut short.
+INCOMPLETE_MARKER = "checkpoint-is-incomplete.txt"
 
 
 def checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
@@ -23,11 +26,16 @@ def checkpoints(output_dir: Path) -> list[tuple[int, Path]]:
     return sorted(found)
 
 
+def is_complete(checkpoint: Path) -> bool:
+    """Whether a checkpoint folder was written to the end."""
+    return (checkpoint / COMPLETE_MARKER).is_file() and not (checkpoint / INCOMPLETE_MARKER).exists()
+
+
 def newest_checkpoint(output_dir: Path) -> tuple[Path | None, list[Path]]:
     """The newest complete checkpoint (or None), and newer incomplete ones passed over (left in place)."""
     skipped: list[Path] = []
     for _, path in reversed(checkpoints(output_dir)):
-        if (path / COMPLETE_MARKER).is_file():
+        if is_complete(path):
             return path, skipped
         skipped.append(path)
     return None, skipped

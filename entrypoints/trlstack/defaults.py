@@ -56,6 +56,8 @@ class Env(StrEnum):
     NUM_PROCESSES = "TRLSTACK_NUM_PROCESSES"
     SERVE_GPUS = "TRLSTACK_SERVE_GPUS"
     OUTPUT_DIR = "TRLSTACK_OUTPUT_DIR"
+    RESUME = "TRLSTACK_RESUME"
+    FRESH = "TRLSTACK_FRESH"
     HEALTH_TIMEOUT = "TRLSTACK_HEALTH_TIMEOUT"
     CPU = "TRLSTACK_CPU"
 
@@ -65,6 +67,7 @@ class Env(StrEnum):
     PRIVATE_NET = "TRLSTACK_PRIVATE_NET"
     NETWORK_INTERNAL = "TRLSTACK_NETWORK_INTERNAL"
     OUTPUTS = "TRLSTACK_OUTPUTS"
+    STOP_GRACE_PERIOD = "TRLSTACK_STOP_GRACE_PERIOD"
 
     # Read by the tests' image build and the CI provisioning (tests/conftest.py, scripts/nix.sh).
     BASE_IMAGE = "TRLSTACK_BASE_IMAGE"
@@ -75,6 +78,7 @@ class Env(StrEnum):
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"
+    PET_SIGNALS_TO_HANDLE = "PET_SIGNALS_TO_HANDLE"  # torch elastic's agent: the signals it forwards itself
     VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
     VLLM_USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
     TRL_EXPERIMENTAL_SILENCE = "TRL_EXPERIMENTAL_SILENCE"
@@ -93,4 +97,4 @@ class Env(StrEnum):
 # pinned wheels hold no CUDA toolkit that can (torch's CUDA 13.0 headers, the nvcc 13.2 FlashInfer's tile
 # compiler requires, no libcuda to link against), so such a request would end the engine. vLLM's own
 # top-k/top-p sampler serves them instead; TRL's own requests never take FlashInfer's path.
-VLLM_ENV = {Env.VLLM_USE_FLASHINFER_SAMPLER: "0"}
+VLLM_ENV: dict[str, str] = {Env.VLLM_USE_FLASHINFER_SAMPLER: "0"}

@@ -2,12 +2,14 @@
 
 Decisions are pure (`build_launch`: settings + config + GPUs -> command and merged config); main() does the
 side effects in order, so bad input stops before anything starts: read the config, probe the GPUs, wait
-for the server and check its weight-transfer engine, write the merged config, then exec accelerate.
+for the server and check its weight-transfer engine, write the merged config, then run accelerate as a child
+that a stop signal ends with a checkpoint (stopping.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import sys
@@ -17,9 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy
+from trlstack import outputs, policy, stopping
 from trlstack.checkpoints import newest_checkpoint
-from trlstack.command import Command, exec_command, require_program
+from trlstack.command import Command, require_program
 from trlstack.defaults import (
     DEFAULT_GROUP_PORT,
     DEFAULT_HEALTH_TIMEOUT_S,
@@ -42,7 +44,7 @@ from trlstack.options import (
     switch,
 )
 from trlstack.ports import group_port_setting
-from trlstack.recipes import RECIPES, Recipe
+from trlstack.recipes import RECIPES, RUNNER, Recipe
 
 ROLE = Role(
     "train",
@@ -91,13 +93,21 @@ class TrainSettings:
         checked_host,
     )
     num_processes: int | None = setting(
-        Env.NUM_PROCESSES, "training processes (default: visible GPUs)", type=positive_int
+        Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
     )
     serve_gpus: str | None = setting(
         Env.SERVE_GPUS,
         "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
     )
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
+    resume: bool = switch(
+        Env.RESUME,
+        "where the output folder holds another run (other model, data, reward...): continue it anyway",
+    )
+    fresh: bool = switch(
+        Env.FRESH,
+        "where the output folder holds another run: move it aside to OUTPUT_DIR.DATE-TIME and start anew",
+    )
     health_timeout: float = setting(
         Env.HEALTH_TIMEOUT,
         "seconds to wait for the server's /health",
@@ -176,18 +186,22 @@ TAKEN = {
     "--vllm_group_port": "use --vllm-group-port",
     "--bf16": "use bf16/fp16 in the config file",
     "--fp16": "use bf16/fp16 in the config file",
+    "--enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
 }
 
 
 def check_contradictions(settings: TrainSettings) -> None:
     check_passthrough(settings.extra, TAKEN, "train")
+    if settings.resume and settings.fresh:
+        raise UsageError(
+            f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
+            f"{Env.FRESH}); choose one."
+        )
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
             "for it; drop one of the two."
         )
-    if settings.cpu and settings.num_processes not in (None, 1):
-        raise UsageError(f"--cpu runs one process; drop --num-processes {settings.num_processes}.")
     if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
         raise UsageError(
             f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
@@ -255,8 +269,13 @@ def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
 
 
 def accelerate_launch(processes: int, precision: str, cpu: bool) -> list[str]:
-    """`accelerate launch` and every option it would otherwise guess or read from its own config file."""
-    argv = ["accelerate", "launch", *(["--cpu"] if cpu else []), "--num_processes", str(processes)]
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file.
+
+    accelerate's --cpu runs one process; more go through torch elastic (--multi_gpu), whatever the device: the
+    config's use_cpu then makes them one gloo process group on the CPU.
+    """
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu and processes == 1 else [])]
+    argv += ["--num_processes", str(processes)]
     if processes > 1:
         argv.append("--multi_gpu")
     mixed = precision if precision in ("bf16", "fp16") else "no"
@@ -292,7 +311,7 @@ def build_launch(
     env: dict[str, str] = {}
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
-        processes, precision, why = 1, "fp32", "CPU run"
+        processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
         processes = training_processes(settings, gpus)
@@ -318,6 +337,9 @@ def build_launch(
         notes += [f"attention: {note}" for note in skipped] + [f"attention {implementation}"]
         config["model_init_kwargs"] = {**init_kwargs, "attn_implementation": implementation}
 
+    if config.pop("enable_jit_checkpoint", False):
+        notes.append(f"enable_jit_checkpoint in {source} left off: train saves a checkpoint when stopped")
+
     if checkpoint is not None and not user_config.get("resume_from_checkpoint"):
         config["resume_from_checkpoint"] = str(checkpoint)
         notes.append(f"resuming from {checkpoint}")
@@ -330,11 +352,31 @@ def build_launch(
     argv = [
         *accelerate_launch(processes, precision, settings.cpu),
         "-m",
+        RUNNER,  # runs recipe.module so that a stop signal ends it with a checkpoint
         recipe.module,
         "--config",
         str(path),
     ]
     return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
+
+
+def previous_run_to_move(
+    settings: TrainSettings, output_dir: Path, recipe: Recipe, config: Mapping[str, Any]
+) -> Path | None:
+    """Where to move the other run in the output folder (--fresh), or None to resume what is there (the same
+    run, or another one with --resume); UsageError showing the difference when neither was chosen."""
+    previous = outputs.previous_run(output_dir, recipe.name)
+    found = outputs.differences(previous, recipe.name, config) if previous else []
+    if previous is None or not found:
+        return None
+    aside = outputs.aside_name(output_dir, datetime.datetime.now())
+    if settings.resume:
+        say(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
+        return None
+    if not settings.fresh:
+        raise UsageError(outputs.refusal(output_dir, previous, found, aside))
+    say(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
+    return aside
 
 
 def smoke_steps(launch: Launch) -> str:
@@ -373,13 +415,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 serve = parse_gpu_spec(settings.serve_gpus, "--serve-gpus")
                 check_overlap(visible, serve, gpu_probe.probe().gpus)
 
-        output_dir = settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}"
-        checkpoint, incomplete = newest_checkpoint(Path(output_dir))
+        output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
+        if not args.print_command:
+            outputs.check_writable(output_dir)
+        checkpoint, incomplete = newest_checkpoint(output_dir)
         launch = build_launch(
             settings, user_config, str(config_path), visible, checkpoint, policy.hub_kernel_unavailable
         )
+        aside = previous_run_to_move(settings, output_dir, recipe, launch.config)
+        if aside is not None:  # this run starts anew
+            incomplete = []
+            launch = build_launch(
+                settings, user_config, str(config_path), visible, None, policy.hub_kernel_unavailable
+            )
         for path in incomplete:
-            say(f"{path} is incomplete (no trainer_state.json); left in place, not resumed from")
+            say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
         if settings.cpu:
             print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
         for note in launch.notes:
@@ -406,10 +456,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"note: the server serves {served} and this run trains {trained}; they must be the "
                     f"same model (set --model / {Env.MODEL} alike for serve-vllm and train)"
                 )
+        if aside is not None:
+            outputs.move_aside(output_dir, aside)
+            say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
         launch.config_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")
-        exec_command(launch.command, environ)
-        return 0  # not reached: exec replaced this process
+        return stopping.run(launch.command, environ)
 
     return run_main("train", body)

@@ -15,9 +15,10 @@ import yaml
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
+from trlstack.outputs import MERGED_PREFIX, MERGED_SUFFIX
 from trlstack.recipes import Recipe, accepted_keys
 
-MERGED_NAME = "trlstack-{recipe}.yaml"
+MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
 
 
 def load_config(path: Path) -> dict[str, Any]:

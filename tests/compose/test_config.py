@@ -214,8 +214,12 @@ def test_caches_outputs_secret_and_limits(render, method, variant):
         assert service["environment"]["HF_TOKEN_PATH"] == SECRET
         assert "HF_TOKEN" not in service["environment"]
         assert int(service["shm_size"]) >= 8 * 2**30
-        assert service["ulimits"] == {"memlock": -1, "stack": 67108864}
+        # vLLM asks for 65535 open files; the engine's default may be lower (20000 on the test machine).
+        assert service["ulimits"] == {"memlock": -1, "stack": 67108864, "nofile": 65535}
     assert model["secrets"]["hf_token"]["file"] == "/dev/null"  # no token: anonymous downloads
+
+    # A stopped trainer finishes its step and saves a checkpoint before Docker's SIGKILL (README: how long).
+    assert trainer["stop_grace_period"] == "5m0s"
 
 
 def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
@@ -226,6 +230,8 @@ def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
         settings={
             "TRLSTACK_MODEL": "org/model",
             "TRLSTACK_DATASET": "org/data",
+            "TRLSTACK_FRESH": "1",
+            "TRLSTACK_STOP_GRACE_PERIOD": "15m",
             "TRLSTACK_IMAGE": "registry.example/trlstack:1",
             "HF_TOKEN_FILE": str(token),
             "TRLSTACK_OUTPUTS": str(tmp_path),
@@ -235,6 +241,8 @@ def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
     )
     model = compose.config("grpo")
     server, trainer = model["services"]["vllm"], model["services"]["grpo"]
+    assert trainer["environment"]["TRLSTACK_FRESH"] == "1"
+    assert trainer["stop_grace_period"] == "15m0s"
     for service in (server, trainer):
         assert service["environment"]["TRLSTACK_MODEL"] == "org/model"  # the same model on both sides
         assert service["image"] == "registry.example/trlstack:1"

@@ -141,3 +141,43 @@ def test_trainer_exits_when_the_server_dies_and_resumes_after_restart(tiny, tmp_
         if trainer is not None and trainer.poll() is None:
             trainer.kill()
         stop(server)
+
+
+def test_sigterm_mid_run_saves_the_step_reached_and_the_next_run_resumes_after_it(tiny, tmp_path):
+    # As `docker compose stop` or Slurm stops the trainer: the step in progress still generates on the server.
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    output = tmp_path / "out"
+    server_log = tmp_path / "server.log"
+    server = start_server(tiny / "model", port, server_log, gpus="0")
+    trainer = None
+    try:
+        wait_healthy(url, server, server_log)
+        env = {**os.environ, "CUDA_VISIBLE_DEVICES": "1"}
+        argv = ["train", "grpo", "--vllm-url", url, "--model", str(tiny / "model"),
+                "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--", "--max_steps", "200",
+                "--save_steps", "1000", "--logging_steps", "1", "--max_completion_length", "32"]  # fmt: skip
+        log = tmp_path / "stopped.log"
+        with log.open("w") as sink:
+            trainer = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+            deadline = time.monotonic() + 600
+            while "'loss'" not in log.read_text():
+                assert trainer.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(0.2)
+            trainer.terminate()  # SIGTERM
+            assert trainer.wait(timeout=300) == 143, log.read_text()[-4000:]
+        text = log.read_text()
+        assert "Traceback" not in text, text[-4000:]
+        (step,) = [int(p.name.split("-")[1]) for p in output.glob("checkpoint-*")]
+        assert f"train: SIGTERM: step {step} done; saving checkpoint-{step}, then stopping" in text
+
+        result = train(tiny, url, output, tmp_path / "resumed.log", steps=step + 2)
+        resumed = (tmp_path / "resumed.log").read_text()
+        assert result.returncode == 0, resumed[-4000:]
+        assert f"resuming from {output}/checkpoint-{step}" in resumed
+        state = json.loads((output / f"checkpoint-{step + 2}" / "trainer_state.json").read_text())
+        assert [row["step"] for row in state["log_history"] if "loss" in row] == list(range(1, step + 3))
+    finally:
+        if trainer is not None and trainer.poll() is None:
+            trainer.kill()
+        stop(server)

@@ -67,7 +67,13 @@ def test_serve_vllm_without_gpu_exits_fast_and_clearly(trlstack_image: str) -> N
 # The unit tests that skip in the light environment (they need TRL, transformers, torch, huggingface_hub or
 # kernels) run in the image, which ships all of them, with pytest brought in read-only: the image has no test
 # tools. Every one of them must run there; a skip would hide a test CI never runs.
-NEEDS_THE_GPU_STACK = ["test_recipes.py", "test_tiny.py", "test_policy.py", "test_caches.py"]
+NEEDS_THE_GPU_STACK = [
+    "test_recipes.py",
+    "test_recipes_run.py",
+    "test_tiny.py",
+    "test_policy.py",
+    "test_caches.py",
+]
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +102,7 @@ def test_unit_tests_that_need_the_gpu_stack_pass_in_the_image(
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
-    assert re.fullmatch(r"\d+ passed(, \d+ warnings?)? in .*", summary), done.stdout[-4000:]
+    assert re.fullmatch(r"\d+ passed(, \d+ warnings?)? in .*", summary), done.stdout[-4000:]  # none skipped
 
 
 # transformers refuses a `kernels` outside the range it declares, at model load (a crash on every GPU). In the

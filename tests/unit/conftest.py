@@ -9,13 +9,15 @@ import pytest
 
 @pytest.fixture
 def no_exec(monkeypatch):
-    """Fail the test if anything tries to replace this process: bad input must start nothing."""
+    """Fail the test if anything tries to replace this process or start another: bad input starts nothing."""
+    import subprocess
 
     def refuse(*args, **kwargs):
-        pytest.fail(f"exec was called with {args!r}")
+        pytest.fail(f"exec or a child process was asked for with {args!r}")
 
     for name in ("execvpe", "execvp", "execve", "execv", "execl", "execlp"):
         monkeypatch.setattr(os, name, refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)
 
 
 @pytest.fixture
@@ -59,7 +61,9 @@ def on_path(tmp_path, monkeypatch):
 
 @pytest.fixture
 def exec_calls(monkeypatch):
-    """Record os.execvpe instead of replacing the test process; the role returns as if exec had failed."""
+    """Record the command a role hands over to instead of running it: os.execvpe (serve-vllm) or
+    trlstack.stopping.run (train stays the parent of accelerate); the role returns as if that failed."""
+    from trlstack import stopping
 
     class Execd(Exception):
         pass
@@ -73,7 +77,11 @@ def exec_calls(monkeypatch):
         calls.append((file, list(args), dict(env)))
         raise Execd
 
+    def run(command, environ):
+        record(command.argv[0], command.argv, {**environ, **command.env})
+
     monkeypatch.setattr(os, "execvpe", record)
+    monkeypatch.setattr(stopping, "run", run)
     calls.Execd = Execd
     return calls
 

@@ -35,6 +35,15 @@ def test_incomplete_checkpoints_are_passed_over_and_reported(tmp_path):
     assert torn.is_dir()
 
 
+def test_a_checkpoint_still_marked_in_progress_is_incomplete(tmp_path):
+    # transformers' save-on-SIGTERM writes trainer_state.json and then removes its marker: killed in between,
+    # the folder has both, and must not be resumed from.
+    good = checkpoint(tmp_path, 3)
+    cut = checkpoint(tmp_path, 4)
+    (cut / "checkpoint-is-incomplete.txt").write_text("Checkpoint started at step 4 and in progress...")
+    assert newest_checkpoint(tmp_path) == (good, [cut])
+
+
 def test_other_names_and_files_are_ignored(tmp_path):
     checkpoint(tmp_path, 5)
     (tmp_path / "checkpoint-7").write_text("a file, not a folder")

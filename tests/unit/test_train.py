@@ -21,7 +21,7 @@ def gpus(n, capability=(9, 0)):
 
 
 def launch_tail(module="trl.scripts.grpo", config="outputs/grpo/trlstack-grpo.yaml"):
-    return ["-m", module, "--config", config]
+    return ["-m", "trlstack.recipes.run", module, "--config", config]
 
 
 @pytest.mark.parametrize(("machine_gpus", "train_gpus"), [(2, 1), (4, 2), (8, 4)])
@@ -60,10 +60,10 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
 def test_rloo_and_online_dpo_run_their_scripts():
     rloo = build_launch(TrainSettings(recipe="rloo"), {"model_name_or_path": "m", "dataset_name": "d",
                         "reward_funcs": ["accuracy_reward"]}, "c", gpus(2))  # fmt: skip
-    assert rloo.command.argv[-4:] == launch_tail("trl.scripts.rloo", "outputs/rloo/trlstack-rloo.yaml")
+    assert rloo.command.argv[-5:] == launch_tail("trl.scripts.rloo", "outputs/rloo/trlstack-rloo.yaml")
     config = {"model_name_or_path": "m", "dataset_name": "d", "reward_model_path": "r"}
     dpo = build_launch(TrainSettings(recipe="online-dpo"), config, "c", gpus(2))
-    assert dpo.command.argv[-4:] == launch_tail(
+    assert dpo.command.argv[-5:] == launch_tail(
         "trlstack.recipes.online_dpo", "outputs/online-dpo/trlstack-online-dpo.yaml"
     )
     assert dpo.command.env["TRL_EXPERIMENTAL_SILENCE"] == "1"
@@ -97,6 +97,29 @@ def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
     assert config["num_generations"] == 2
     assert config["per_device_train_batch_size"] == 2
     assert config["model_init_kwargs"] == {"attn_implementation": "sdpa"}
+
+
+def test_cpu_smoke_with_more_processes_runs_them_through_torch_elastic_over_gloo():
+    # accelerate's --cpu launches one process whatever --num_processes says; --multi_gpu starts them all, and
+    # use_cpu in the config puts them on the CPU, in one gloo process group.
+    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d", num_processes=2)
+    launch = build_launch(settings, GRPO, "c", [])
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", "2", "--multi_gpu",
+        "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.config["use_cpu"] is True
+
+
+def test_transformers_own_save_on_sigterm_is_left_off_with_a_note():
+    # It saves in each process alone, on SIGTERM only; train's stop handling saves in all together.
+    launch = build_launch(
+        TrainSettings(recipe="grpo"), {**GRPO, "enable_jit_checkpoint": True}, "mine.yaml", gpus(2)
+    )
+    assert "enable_jit_checkpoint" not in launch.config
+    assert (
+        "enable_jit_checkpoint in mine.yaml left off: train saves a checkpoint when stopped" in launch.notes
+    )
 
 
 def test_pre_ampere_gpus_train_in_fp16():
@@ -256,6 +279,73 @@ def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, 
     assert (output / "checkpoint-12").is_dir()
 
 
+def previous_cpu_run(run_dir, capsys, on_path, exec_calls, *argv):
+    """outputs/grpo as a --cpu run on model m and data d left it: its merged config and checkpoint-3."""
+    on_path("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", *argv])
+    output = run_dir / "outputs/grpo"
+    (output / "checkpoint-3").mkdir()
+    (output / "checkpoint-3" / "trainer_state.json").write_text("{}")
+    exec_calls.clear()
+    capsys.readouterr()
+    return output
+
+
+def test_another_run_in_the_output_folder_is_refused_with_the_difference(
+    run_dir, on_path, exec_calls, capsys
+):
+    output = previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    merged = (output / "trlstack-grpo.yaml").read_text()
+    assert train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"]) == 1
+    err = capsys.readouterr().err
+    assert "train: error: outputs/grpo holds another run than this one" in err
+    assert "    dataset_name: d -> other\n" in err
+    assert "--fresh (TRLSTACK_FRESH=1): move it aside to outputs/grpo." in err
+    assert "--resume (TRLSTACK_RESUME=1): continue it anyway" in err
+    assert not exec_calls and (output / "trlstack-grpo.yaml").read_text() == merged
+
+
+def test_the_same_run_with_more_steps_resumes_without_asking(run_dir, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "9"])
+    assert "resuming from outputs/grpo/checkpoint-3" in capsys.readouterr().err
+
+
+def test_resume_continues_another_run_when_asked(run_dir, clean_env, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    clean_env.setenv("TRLSTACK_RESUME", "1")  # as compose passes it from .env
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"])
+    err = capsys.readouterr().err
+    assert (
+        "continuing the run in outputs/grpo although it differs (--resume): dataset_name: d -> other" in err
+    )
+    assert "resuming from outputs/grpo/checkpoint-3" in err
+
+
+def test_fresh_moves_another_run_aside_and_starts_anew(run_dir, on_path, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other", "--fresh"])
+    err = capsys.readouterr().err
+    (aside,) = (run_dir / "outputs").glob("grpo.*")
+    assert f"moved outputs/grpo to outputs/{aside.name}; nothing in it was changed or deleted" in err
+    assert (aside / "checkpoint-3" / "trainer_state.json").is_file()
+    assert yaml.safe_load((aside / "trlstack-grpo.yaml").read_text())["dataset_name"] == "d"
+    merged = yaml.safe_load((run_dir / "outputs/grpo/trlstack-grpo.yaml").read_text())
+    assert merged["dataset_name"] == "other" and "resume_from_checkpoint" not in merged
+    assert "resuming" not in err
+    # Left set (in .env, say), --fresh does nothing more once the folder holds this run: restarts resume.
+    (run_dir / "outputs/grpo/checkpoint-1").mkdir()
+    (run_dir / "outputs/grpo/checkpoint-1/trainer_state.json").write_text("{}")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other", "--fresh"])
+    assert "resuming from outputs/grpo/checkpoint-1" in capsys.readouterr().err
+    assert len(list((run_dir / "outputs").glob("grpo.*"))) == 1
+
+
 def test_the_smoke_banner_counts_the_steps_the_script_will_take(run_dir, capsys, no_exec):
     assert train.main(["rloo", "--cpu", "--print-command", "--", "--max_steps", "5"]) == 0
     assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
@@ -274,7 +364,7 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (
         "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu --num_machines 1 "
-        "--mixed_precision bf16 --dynamo_backend no -m trl.scripts.rloo "
+        "--mixed_precision bf16 --dynamo_backend no -m trlstack.recipes.run trl.scripts.rloo "
         "--config outputs/rloo/trlstack-rloo.yaml"
     )
     assert "#   vllm_mode: server" in out
@@ -311,7 +401,6 @@ BAD_INPUT = [
     (["grpo", "--serve-gpus", "0-"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus '0-'"),
     (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
     (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
-    (["grpo", "--cpu", "--num-processes", "2"], {}, "--cpu runs one process"),
     (["grpo", "--num-processes", "3"], {"CUDA_VISIBLE_DEVICES": "0,1"}, "--num-processes 3 needs a GPU each"),
     (["grpo", "--vllm-mode", "remote"], {}, "'remote' is not one of server, colocate"),
     (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "soon"}, "TRLSTACK_HEALTH_TIMEOUT='soon' is not valid"),
@@ -328,6 +417,13 @@ BAD_INPUT = [
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
+    (["grpo", "--", "--enable-jit-checkpoint"], {}, "train saves a checkpoint when stopped"),
+    (["grpo", "--resume", "--fresh"], {}, "--resume continues the other run in the output folder, --fresh"),
+    (
+        ["grpo", "--cpu"],
+        {"TRLSTACK_OUTPUT_DIR": "a_file/grpo"},
+        "a_file is a file. Choose another --output-dir",
+    ),
 ]
 
 CONFIGS = {
@@ -349,6 +445,7 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     machine(gpus(4))
     for name, text in CONFIGS.items():
         (run_dir / name).write_text(text)
+    (run_dir / "a_file").write_text("")
     servers = {"closed": f"http://127.0.0.1:{closed_port}"}
     servers["no_weight_transfer"] = servers["no_dev_mode"] = vllm_server.url
     if env.get("TRLSTACK_VLLM_URL") == "no_weight_transfer":

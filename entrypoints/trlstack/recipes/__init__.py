@@ -16,6 +16,9 @@ from pathlib import Path
 HERE = Path(__file__).parent
 KEYS_FILE = HERE / "keys.json"
 
+# Every recipe's script runs through this module: a stop signal then ends it with a checkpoint (run.py).
+RUNNER = "trlstack.recipes.run"
+
 # TrlParser reads this key itself: environment variables to set before training.
 PARSER_KEYS = frozenset({"env"})
 
