@@ -110,7 +110,7 @@ def folder_manifest(top: Path) -> dict[str, list]:
                 info.st_uid,
                 info.st_gid,
                 int(info.st_mtime),
-                info.st_size,
+                0 if stat.S_ISDIR(info.st_mode) else info.st_size,  # a tar header gives folders no size
                 link,
                 content,
             ]

@@ -21,7 +21,10 @@ done
 # Debug sections of shared libraries: the loader never maps them (libtriton alone carries 230 MB).
 find "$site" -name '*.so*' -type f -print0 |
   while IFS= read -r -d '' lib; do
-    if readelf -S "$lib" 2>/dev/null | grep -q '\.debug_info'; then
+    # Read the whole section list first: `readelf | grep -q` under pipefail fails whenever grep exits before
+    # readelf has written everything (SIGPIPE), which would leave a file unstripped in some builds only.
+    sections=$(readelf -S "$lib" 2>/dev/null || true)
+    if [[ $sections == *.debug_info* ]]; then
       strip --strip-debug "$lib"
       printf 'stripped\t%s\t%s\n' "${lib#"$venv"/}" "$(sha256sum "$lib" | cut -d' ' -f1)" >>"$changes"
     fi

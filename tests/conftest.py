@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,6 +69,12 @@ def build_image(tag: str, log: Path, *options: str) -> None:
     if done.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-40:])
         pytest.fail(f"image build failed ({' '.join(argv)}), full log {log}:\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def image_builder(docker_engine: str) -> Callable[..., None]:
+    """build_image(tag, log, *options), for tests that build the image again."""
+    return build_image
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import build_image
 
 pytestmark = pytest.mark.docker
 
@@ -21,10 +21,12 @@ def image_id_and_layers(tag: str) -> tuple[str, list[str]]:
     return image["Id"], image["RootFS"]["Layers"]
 
 
-def test_a_rebuild_without_cache_is_the_same_image(trlstack_image: str, tmp_path: Path) -> None:
+def test_a_rebuild_without_cache_is_the_same_image(
+    trlstack_image: str, image_builder: Callable[..., None], tmp_path: Path
+) -> None:
     rebuild = f"{trlstack_image}-rebuild"
     try:
-        build_image(rebuild, tmp_path / "rebuild.log", "--no-cache")
+        image_builder(rebuild, tmp_path / "rebuild.log", "--no-cache")
         (first, first_layers), (second, second_layers) = map(image_id_and_layers, (trlstack_image, rebuild))
     finally:
         subprocess.run(["docker", "image", "rm", rebuild], capture_output=True)
