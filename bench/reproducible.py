@@ -61,15 +61,16 @@ def inspect(tag: str) -> dict:
     )[0]
 
 
-def history(tag: str) -> list[dict]:
-    """The layers' history entries (created_by, size), oldest first, without the metadata-only steps."""
-    argv = ["docker", "history", "--no-trunc", "--human=false", "--format", "{{json .}}", tag]
-    rows = [
-        json.loads(line)
-        for line in subprocess.run(argv, capture_output=True, text=True, check=True).stdout.split("\n")
-        if line
-    ]
-    return [row for row in rows[::-1] if int(row["Size"]) > 0]
+def summarize(manifest: dict[str, list]) -> tuple[str, float]:
+    """A layer's main folder (the one holding most of its bytes, three levels deep) and its size in MB."""
+    by_folder: dict[str, int] = {}
+    for path, (mode, *_, size, _link, _content) in manifest.items():
+        if mode.startswith("-"):
+            folder = "/".join(path.split("/")[:3])
+            by_folder[folder] = by_folder.get(folder, 0) + size
+    if not by_folder:
+        return "(no files)", 0.0
+    return "/" + max(by_folder, key=by_folder.get), round(sum(by_folder.values()) / 1e6, 1)
 
 
 def layer_manifests(tag: str) -> list[dict[str, list]]:
@@ -143,11 +144,15 @@ def plot(results: dict, path: Path) -> None:
     layers = results["layers"]
     fig, (ax_layers, ax_time) = plt.subplots(1, 2, figsize=(12, 3.8), gridspec_kw={"width_ratios": [3, 1]})
     colors = ["tab:green" if layer["same"] else "tab:red" for layer in layers]
-    sizes = [layer["size_mb"] for layer in layers]
+    sizes = [max(layer["size_mb"], 0.01) for layer in layers]  # a log axis shows no zero
     ax_layers.bar(range(len(layers)), sizes, color=colors)
     ax_layers.set_yscale("log")
     ax_layers.set_xticks(
-        range(len(layers)), [layer["step"][:28] for layer in layers], rotation=30, ha="right", fontsize=7
+        range(len(layers)),
+        [f"{layer['index']}: {layer['folder']}" for layer in layers],
+        rotation=30,
+        ha="right",
+        fontsize=7,
     )
     ax_layers.set_ylabel("layer size (MB, log)")
     same = sum(layer["same"] for layer in layers)
@@ -185,16 +190,12 @@ def main(argv: list[str] | None = None) -> int:
         manifests.append(layer_manifests(tag))
         if tag != TAGS[-1]:  # one image on disk at a time: the next build starts from nothing anyway
             subprocess.run(["docker", "image", "rm", tag], stdout=subprocess.DEVNULL, check=True)
-    steps = history(TAGS[-1])
     first, second = builds
-    base_layers = len(first["diff_ids"]) - len(steps)
     layers = [
         {
             "index": index,
-            "step": steps[index - base_layers]["CreatedBy"] if index >= base_layers else "base image",
-            "size_mb": round(int(steps[index - base_layers]["Size"]) / 1e6, 1)
-            if index >= base_layers
-            else 0.0,
+            "folder": summarize(manifests[1][index])[0],
+            "size_mb": summarize(manifests[1][index])[1],
             "diff_id_1": a,
             "diff_id_2": b,
             "same": a == b,
