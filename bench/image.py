@@ -1,5 +1,5 @@
 """Image benchmark: size, cold build time and code-only rebuild time of the trlstack image
-(docker/Dockerfile via docker/docker-bake.hcl) next to a naive single-stage install of the same lock
+(docker/Dockerfile via docker/build.sh) next to a naive single-stage install of the same lock
 (bench/naive.Dockerfile), measured side by side in one run.
 Writes bench/results/image.json and bench/results/image.png.
 
@@ -36,17 +36,7 @@ def build_argv(variant: str, context: Path, no_cache: bool) -> list[str]:
     """The build command of one variant, run with the context as working directory."""
     cache = ["--no-cache"] if no_cache else []
     if variant == "trlstack":
-        return [
-            "docker",
-            "buildx",
-            "bake",
-            "-f",
-            "docker/docker-bake.hcl",
-            *cache,
-            "--set",
-            f"trlstack.tags={TAGS[variant]}",
-            "trlstack",
-        ]
+        return ["bash", "docker/build.sh", *cache, "--set", f"trlstack.tags={TAGS[variant]}"]
     secret = (
         [f"--secret=id=ca,src={os.environ['TRLSTACK_CA_BUNDLE']}"]
         if os.environ.get("TRLSTACK_CA_BUNDLE")
@@ -73,7 +63,14 @@ def build_argv(variant: str, context: Path, no_cache: bool) -> list[str]:
 
 
 def build_env() -> dict[str, str]:
+    # The copied context has no git history: the commit and its lock time come from the checkout.
     env = dict(os.environ, UV_LOCK_SHA256=hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest())
+    for name, argv in (
+        ("GIT_COMMIT", ["rev-parse", "HEAD"]),
+        ("SOURCE_DATE_EPOCH", ["log", "-1", "--format=%ct", "--", "uv.lock"]),
+    ):
+        done = subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=True)
+        env[name] = done.stdout.strip()
     env.setdefault("WITH_KERNEL_CACHE", "0")
     for ours, bake in (("TRLSTACK_BASE_IMAGE", "BASE_IMAGE"), ("TRLSTACK_CA_BUNDLE", "CA_BUNDLE")):
         if os.environ.get(ours):

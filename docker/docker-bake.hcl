@@ -1,5 +1,5 @@
-// Build entry for the trlstack image. From the repository root:
-//   UV_LOCK_SHA256=$(sha256sum uv.lock | cut -d' ' -f1) docker buildx bake -f docker/docker-bake.hcl
+// Build entry for the trlstack image. From the repository root, `docker/build.sh` sets the variables bake cannot
+// compute (hashes, the commit and its time), bakes `sbom`, then the image.
 // Every variable below can be set from the environment of the same name (see docker/README.md).
 
 variable "VERSION" { default = "0.1.0" }
@@ -13,6 +13,11 @@ variable "TRANSFORMERS_VERSION" { default = "5.17.0" }
 variable "CUDA_MAJOR" { default = "13" }
 // sha256 of uv.lock (bake cannot read files): the build checks it.
 variable "UV_LOCK_SHA256" { default = "" }
+// sha256 of the SBOM the `sbom` target writes: the build checks it, the label announces it.
+variable "SBOM_SHA256" { default = "" }
+// The commit (label org.opencontainers.image.revision) and its time: every date in the image.
+variable "GIT_COMMIT" { default = "" }
+variable "SOURCE_DATE_EPOCH" { default = "" }
 // Base image: Debian trixie slim by digest; an air-gapped host passes a local image of the same release.
 variable "BASE_IMAGE" { default = "debian:trixie-slim@sha256:d7e12182ce18b85b93007c1dedf31f2d29e01ccf3182cc4017c709b6259bc132" }
 // Private index or PyPI mirror.
@@ -54,6 +59,9 @@ target "_common" {
     TRL_VERSION          = TRL_VERSION
     TRANSFORMERS_VERSION = TRANSFORMERS_VERSION
     UV_LOCK_SHA256       = UV_LOCK_SHA256
+    SBOM_SHA256          = SBOM_SHA256
+    GIT_COMMIT           = GIT_COMMIT
+    SOURCE_DATE_EPOCH    = SOURCE_DATE_EPOCH
   }
   secret = concat(
     CA_BUNDLE != "" ? ["id=ca,src=${CA_BUNDLE}"] : [],
@@ -68,4 +76,11 @@ target "trlstack" {
     "${IMAGE}:${VERSION}-torch${minor(TORCH_VERSION)}-vllm${minor(VLLM_VERSION)}-cu${CUDA_MAJOR}",
     "${IMAGE}:latest",
   ]
+}
+
+// The SBOM alone, written to dist/sbom/sbom.cdx.json (the image holds the same file).
+target "sbom" {
+  inherits = ["_common"]
+  target   = "sbom-file"
+  output   = ["type=local,dest=dist/sbom"]
 }

@@ -15,7 +15,7 @@ image=${TRLSTACK_IMAGE:-trlstack:0.1.0-torch2.11-vllm0.25-cu13}
 
 if ! docker image inspect "$image" >/dev/null 2>&1; then
   echo "up: building $image (docker/README.md lists the build options)" >&2
-  UV_LOCK_SHA256=$(sha256sum uv.lock | cut -d' ' -f1) docker buildx bake -f docker/docker-bake.hcl
+  bash docker/build.sh
 fi
 
 if [ ! -f .env ]; then

@@ -10,16 +10,16 @@ engine (scripts/docker-engine.sh). Settings (env):
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
-BAKE_FILE = REPO / "docker" / "docker-bake.hcl"
+BUILD = REPO / "docker" / "build.sh"
 PROVISION_FIX = "run `bash scripts/docker-engine.sh` as root"
 
 
@@ -51,9 +51,8 @@ def docker_engine() -> str:
 
 
 def bake_env() -> dict[str, str]:
-    """Bake variables for a test build of docker/docker-bake.hcl, from the TRLSTACK_* settings."""
+    """Bake variables for a test build with docker/build.sh, from the TRLSTACK_* settings."""
     env = dict(os.environ)
-    env["UV_LOCK_SHA256"] = hashlib.sha256((REPO / "uv.lock").read_bytes()).hexdigest()
     env["WITH_KERNEL_CACHE"] = os.environ.get("TRLSTACK_WITH_KERNEL_CACHE", "0")
     if base := os.environ.get("TRLSTACK_BASE_IMAGE"):
         env["BASE_IMAGE"] = base
@@ -62,25 +61,25 @@ def bake_env() -> dict[str, str]:
     return env
 
 
-@pytest.fixture(scope="session")
-def trlstack_image(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """Tag of the image built from this checkout; BuildKit's cache makes an up-to-date build seconds."""
-    tag = os.environ.get("TRLSTACK_IMAGE", "trlstack:test")
-    log = tmp_path_factory.mktemp("image") / "build.log"
-    argv = [
-        docker_engine,
-        "buildx",
-        "bake",
-        "-f",
-        str(BAKE_FILE),
-        "--progress=plain",
-        "--set",
-        f"trlstack.tags={tag}",
-        "trlstack",
-    ]
+def build_image(tag: str, log: Path, *options: str) -> None:
+    """Build the image from this checkout with docker/build.sh (options go to its bake), or fail the test."""
+    argv = ["bash", str(BUILD), "--progress=plain", *options, "--set", f"trlstack.tags={tag}"]
     with log.open("w") as out:
         done = subprocess.run(argv, cwd=REPO, env=bake_env(), stdout=out, stderr=subprocess.STDOUT)
     if done.returncode != 0:
         tail = "\n".join(log.read_text().splitlines()[-40:])
         pytest.fail(f"image build failed ({' '.join(argv)}), full log {log}:\n{tail}")
+
+
+@pytest.fixture(scope="session")
+def image_builder(docker_engine: str) -> Callable[..., None]:
+    """build_image(tag, log, *options), for tests that build the image again."""
+    return build_image
+
+
+@pytest.fixture(scope="session")
+def trlstack_image(docker_engine: str, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """Tag of the image built from this checkout; BuildKit's cache makes an up-to-date build seconds."""
+    tag = os.environ.get("TRLSTACK_IMAGE", "trlstack:test")
+    build_image(tag, tmp_path_factory.mktemp("image") / "build.log")
     return tag

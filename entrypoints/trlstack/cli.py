@@ -26,6 +26,7 @@ MODULE_COMMANDS = {
     "version": ("trlstack.version", "print trlstack's version and the pinned stack"),
     "bundle": ("trlstack.bundle", "pack the locked GPU stack as an offline bundle for another machine"),
     "tiny": ("trlstack.tiny", "make a tiny model and tokenizer on the spot, for smoke tests without the Hub"),
+    "verify": ("trlstack.verify", "check an image against its commit: uv.lock, the SBOM, kernels.lock"),
 }
 
 

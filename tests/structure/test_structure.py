@@ -126,6 +126,8 @@ def rendered_config(image: str) -> dict:
             + [
                 {"key": "org.trlstack.python.version", "value": PYTHON},
                 {"key": "org.trlstack.uv-lock.sha256", "value": lock_sha},
+                {"key": "org.trlstack.sbom.sha256", "value": "^[0-9a-f]{64}$", "isRegex": True},
+                {"key": "org.opencontainers.image.revision", "value": "^[0-9a-f]{40}$", "isRegex": True},
             ]
         },
         "commandTests": [
@@ -134,6 +136,21 @@ def rendered_config(image: str) -> dict:
                 "command": "python",
                 "args": ["-c", COMPARE, json.dumps(versions)],
                 "expectedOutput": [f"(?m)^lock matches: {len(versions)} packages$"],
+            },
+            {
+                # Every installed file against uv.lock's wheels and the SBOM, Debian against the SBOM, the
+                # kernel cache against its lock; the labels must name the lock and the SBOM the image holds.
+                "name": "trlstack verify: the image holds what its labels and uv.lock say",
+                "command": "trlstack",
+                "args": [
+                    "verify",
+                    "--expect-lock-sha256",
+                    labels["org.trlstack.uv-lock.sha256"],
+                    "--expect-sbom-sha256",
+                    labels["org.trlstack.sbom.sha256"],
+                ],
+                "exitCode": 0,
+                "expectedOutput": ["(?m)^trlstack verify: /: OK$"],
             },
             {
                 "name": f"kernel cache matches its label ({cached})",

@@ -1,0 +1,35 @@
+"""Two builds of one commit give one image: the image rebuilt without the layer cache has the same image ID
+(the sha256 of its config, which names every layer by the sha256 of its content). The download cache stays:
+uv checks every wheel against uv.lock's hashes, so where a wheel comes from cannot change the image.
+bench/reproducible.py does the full check (two builds from clean caches, layer by layer)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.docker
+
+
+def image_id_and_layers(tag: str) -> tuple[str, list[str]]:
+    done = subprocess.run(["docker", "image", "inspect", tag], capture_output=True, text=True, check=True)
+    image = json.loads(done.stdout)[0]
+    return image["Id"], image["RootFS"]["Layers"]
+
+
+def test_a_rebuild_without_cache_is_the_same_image(
+    trlstack_image: str, image_builder: Callable[..., None], tmp_path: Path
+) -> None:
+    rebuild = f"{trlstack_image}-rebuild"
+    try:
+        image_builder(rebuild, tmp_path / "rebuild.log", "--no-cache")
+        (first, first_layers), (second, second_layers) = map(image_id_and_layers, (trlstack_image, rebuild))
+    finally:
+        subprocess.run(["docker", "image", "rm", rebuild], capture_output=True)
+    differing = [i for i, (a, b) in enumerate(zip(first_layers, second_layers, strict=False)) if a != b]
+    print(f"build 1 {first}\nbuild 2 {second}")
+    assert first == second, f"layers {differing} differ; bench/reproducible.py shows which files and how"
