@@ -214,32 +214,6 @@ def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _option_name(word: str) -> str:
-    """An option as vLLM's and TRL's parsers read it: `--a_b=1` and `--a-b.c` are `--a-b`."""
-    name = word.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
-    return name
-
-
-def check_passthrough(extra: Sequence[str], taken: Mapping[str, str], role: str) -> None:
-    """Refuse arguments after `--` that would override what `role` sets itself (`taken`: option -> fix).
-
-    The receiving parsers take `_` for `-` and, as argparse does, a unique abbreviation of a long option
-    for the option itself; both count here. The last value given wins there, so a repeat would win unseen.
-    """
-    options = {_option_name(option): fix for option, fix in taken.items()}
-    for word in extra:
-        name = _option_name(word)
-        if not name.startswith("-") or name in ("-", "--"):
-            continue
-        fix = options.get(name)
-        if fix is None and name.startswith("--") and len(name) > 2:
-            fix = next((fix for option, fix in options.items() if option.startswith(name)), None)
-        if fix is not None:
-            raise UsageError(f"{word.split('=', 1)[0]} after `--` would override {role}'s setting; {fix}.")
-
-
 # The preview every role offers -----------------------------------------------------------------------------
 
 

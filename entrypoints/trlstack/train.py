@@ -26,7 +26,6 @@ from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
     Role,
-    check_passthrough,
     one_of,
     parse_role,
     positive_float,
@@ -34,6 +33,7 @@ from trlstack.options import (
     setting,
     switch,
 )
+from trlstack.passthrough import check_passthrough, receiver
 from trlstack.ports import group_port_setting
 from trlstack.recipes import RECIPES, Recipe
 
@@ -159,21 +159,22 @@ def resolve_recipe(name: str | None) -> Recipe:
     return RECIPES[name]
 
 
-# TRL options train decides itself, and what to do instead; given after `--` they would override it unseen.
+# TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
+# override it unseen.
 TAKEN = {
-    "--config": "use --config (before `--`)",
-    "--output_dir": "use --output-dir (checkpoints are looked for there)",
-    "--use_vllm": "use --cpu for a run without vLLM",
-    "--vllm_mode": "use --vllm-mode",
-    "--vllm_server_base_url": "use --vllm-url",
-    "--vllm_group_port": "use --vllm-group-port",
-    "--bf16": "use bf16/fp16 in the config file",
-    "--fp16": "use bf16/fp16 in the config file",
+    "config": "use --config (before `--`)",
+    "output_dir": "use --output-dir (checkpoints are looked for there)",
+    "use_vllm": "use --cpu for a run without vLLM",
+    "vllm_mode": "use --vllm-mode",
+    "vllm_server_base_url": "use --vllm-url",
+    "vllm_group_port": "use --vllm-group-port",
+    "bf16": "use bf16/fp16 in the config file",
+    "fp16": "use bf16/fp16 in the config file",
 }
 
 
-def check_contradictions(settings: TrainSettings) -> None:
-    check_passthrough(settings.extra, TAKEN, "train")
+def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
+    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -268,7 +269,7 @@ def build_launch(
     from trlstack import trainconfig  # YAML: not imported for --help
 
     recipe = resolve_recipe(settings.recipe)
-    check_contradictions(settings)
+    check_contradictions(settings, recipe)
     trainconfig.check_keys(user_config, recipe, source)
     config = dict(user_config)
     overrides = {

@@ -67,19 +67,36 @@ def test_serve_vllm_without_gpu_exits_fast_and_clearly(trlstack_image: str) -> N
 # The unit tests that skip in the light environment (they need TRL, transformers, torch, huggingface_hub or
 # kernels) run in the image, which ships all of them, with pytest brought in read-only: the image has no test
 # tools. Every one of them must run there; a skip would hide a test CI never runs.
-NEEDS_THE_GPU_STACK = ["test_recipes.py", "test_tiny.py", "test_policy.py", "test_caches.py"]
+NEEDS_THE_GPU_STACK = [
+    "test_recipes.py",
+    "test_tiny.py",
+    "test_policy.py",
+    "test_caches.py",
+    "test_passthrough.py",
+]
 
 
 @pytest.fixture(scope="module")
 def pytest_for_the_image(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """pytest at the versions uv.lock pins, installed for the image's Python into a folder to mount."""
+    """pytest and hypothesis at the versions uv.lock pins, installed for the image's Python into a folder to
+    mount."""
     folder = tmp_path_factory.mktemp("pytest-for-image")
     python = re.search(r'variable "PYTHON_VERSION" \{ default = "([\d.]+)" \}', BAKE_FILE.read_text())
     assert python, "docker-bake.hcl names no PYTHON_VERSION"
     export = ["uv", "export", "--frozen", "--only-group", "dev", "--no-hashes", "--no-emit-project"]
     pins = folder / "constraints.txt"
     pins.write_text(subprocess.run(export, cwd=REPO, capture_output=True, text=True, check=True).stdout)
-    install = ["uv", "pip", "install", "--target", str(folder / "site"), "-c", str(pins), "pytest"]
+    install = [
+        "uv",
+        "pip",
+        "install",
+        "--target",
+        str(folder / "site"),
+        "-c",
+        str(pins),
+        "pytest",
+        "hypothesis",
+    ]
     install += ["--python-version", python.group(1), "--python-platform", "x86_64-manylinux_2_28"]
     subprocess.run(install, capture_output=True, text=True, check=True)
     return folder / "site"

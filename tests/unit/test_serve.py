@@ -171,7 +171,69 @@ BAD_INPUT = [
     (["--", "--port=9000"], {}, [0], "use serve-vllm's own --port (before `--`)"),
     (["--", "-tp", "2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
     (["--", "--max-logprobs", "5"], {}, [0], "TRL needs the value serve-vllm sets"),
+    # The bind guard by meaning: every spelling of the any-address, and of --host, that vLLM or we accept.
+    (["--host", "::ffff:0.0.0.0"], {}, [0], "binds the server on every interface"),
+    (["--host", "0"], {}, [0], "binds the server on every interface"),
+    (["--host=::"], {}, [0], "binds the server on every interface"),
+    (["--ho", "0.0.0.0"], {}, [0], "binds the server on every interface"),
+    ([], {"TRLSTACK_VLLM_HOST": "::ffff:0.0.0.0"}, [0], "binds the server on every interface"),
+    (["--host", "::ffff:8.8.8.8"], {}, [0], "public address 8.8.8.8"),
+    (
+        ["--", "--ho", "0.0.0.0"],
+        {},
+        [0],
+        "--ho after `--` would override serve-vllm's setting (vllm serve reads",
+    ),
+    (["--", "--host=::"], {}, [0], "--host after `--` would override serve-vllm's setting"),
+    (
+        ["--", "-t", "2"],
+        {},
+        [0, 1],
+        "-t after `--` would override serve-vllm's setting (vllm serve reads it as -tp)",
+    ),
+    (["--", "-tp=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--tensor_parallel=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--weight_transfer_config.backend=gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--weight-transfer.backend", "gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--model", "org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--model=org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--max-num-seqs", "8", "--max-model-len=99"], {}, [0], "use serve-vllm's own --max-model-len"),
+    (
+        ["--", "--enforce-eagre"],
+        {},
+        [0],
+        "vllm serve has no option --enforce-eagre (after `--`) (did you mean",
+    ),
+    (["--", "--enable", "x"], {}, [0], "--enable after `--` is ambiguous for vllm serve: it could be"),
+    (["--", "--config=c.yaml"], {}, [0], "reads a config file only as `--config FILE`"),
+    (
+        ["--", "--config", "host.yaml"],
+        {},
+        [0],
+        "`host` in --config host.yaml would override serve-vllm's setting",
+    ),
+    (["--", "--config", "dotted.yaml"], {}, [0], "`weight_transfer_config` in --config dotted.yaml would"),
+    (
+        ["--", "--config", "typo.yaml"],
+        {},
+        [0],
+        "vllm serve has no option `max_num_sqs` (in --config typo.yaml)",
+    ),
+    (["--", "--config", "c.txt"], {}, [0], "reads only .yaml or .yml config files"),
+    (["--", "--config", "list.yaml"], {}, [0], "must be a YAML mapping of vLLM options"),
+    (["--", "--config", "absent.yaml"], {}, [0], "--config absent.yaml: no such file"),
+    (["--", "--config", "ok.yaml", "--config", "ok.yaml"], {}, [0], "--config is given more than once"),
+    (["--", "--config"], {}, [0], "--config after `--` needs a file"),
 ]
+
+VLLM_CONFIGS = {
+    "host.yaml": "max-num-seqs: 8\nhost: 0.0.0.0\n",
+    "dotted.yaml": "weight_transfer_config:\n  backend: gloo\n",
+    "typo.yaml": "max_num_sqs: 8\n",
+    "c.txt": "max-num-seqs: 8\n",
+    "list.yaml": "- max-num-seqs\n",
+    "ok.yaml": "max-num-seqs: 8\n",
+}
 
 
 @pytest.mark.parametrize(("argv", "env", "machine_gpus", "message"), BAD_INPUT)
@@ -179,6 +241,9 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     clean_env, machine, capsys, no_exec, tmp_path, argv, env, machine_gpus, message
 ):
     machine(gpus(len(machine_gpus)))
+    clean_env.chdir(tmp_path)
+    for name, text in VLLM_CONFIGS.items():
+        (tmp_path / name).write_text(text)
     clean_env.setenv("PATH", str(tmp_path))  # no vllm on PATH unless a case wants one
     for name, value in env.items():
         clean_env.setenv(name, value)

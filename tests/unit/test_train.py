@@ -328,6 +328,34 @@ BAD_INPUT = [
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
+    # The imposed TRL settings by meaning: both spellings, `=` forms, abbreviations TRL's parser accepts.
+    (["grpo", "--", "--output-dir", "/x"], {}, "--output-dir after `--` would override train's setting"),
+    (["grpo", "--", "--output-d=/x"], {}, "(the grpo script reads it as --output-dir); use --output-dir"),
+    (["grpo", "--", "--outp", "/x"], {}, "--outp after `--` would override train's setting"),
+    (["grpo", "--", "--use-vllm", "false"], {}, "use --cpu for a run without vLLM"),
+    (["grpo", "--", "--vllm_mod", "colocate"], {}, "use --vllm-mode"),
+    (["grpo", "--", "--vllm-server-base-url", "http://x:1"], {}, "use --vllm-url"),
+    (["grpo", "--", "--vllm_group=1"], {}, "use --vllm-group-port"),
+    (["grpo", "--", "--bf16=false"], {}, "use bf16/fp16 in the config file"),
+    (["grpo", "--", "--config", "other.yaml"], {}, "use --config (before `--`)"),
+    # A TRL key the recipe's script does not have fails now, not after the wait for the server.
+    (
+        ["grpo", "--", "--learnig_rate", "1e-6"],
+        {},
+        "the grpo script has no option --learnig_rate (after `--`) (did you mean --learning_rate?)",
+    ),
+    (
+        ["online-dpo", "--", "--num_generations", "4"],
+        {},
+        "the online-dpo script has no option --num_generations",
+    ),
+    (
+        ["rloo", "--", "--vllm-server_base_url", "x"],
+        {},
+        "the rloo script has no option --vllm-server_base_url",
+    ),
+    (["grpo", "--", "--save", "5"], {}, "--save after `--` is ambiguous for the grpo script"),
+    (["grpo", "--config", "dashed.yaml"], {}, "learning-rate (did you mean learning_rate?)"),
 ]
 
 CONFIGS = {
@@ -337,6 +365,7 @@ CONFIGS = {
     "no_model.yaml": "dataset_name: d\nreward_funcs: [accuracy_reward]\n",
     "no_data.yaml": "model_name_or_path: m\n",
     "bad_kwargs.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nmodel_init_kwargs: [1]\n",
+    "dashed.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nlearning-rate: 0.1\n",
 }
 
 
@@ -358,6 +387,7 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
         vllm_server.server_info = (404, b'{"detail": "Not Found"}')
     clean_env.setenv("PATH", str(run_dir))
     on_path("accelerate")  # a stand-in that never runs: exec is refused
+    clean_env.setenv("TRLSTACK_HEALTH_TIMEOUT", "3")  # a check that waited for the server first would fail
     for name, value in env.items():
         clean_env.setenv(name, servers.get(value, value))
     assert train.main(argv) == 1
@@ -365,3 +395,14 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     assert "train: error: " in err
     assert message in err
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
+
+
+def test_a_typo_after_the_double_dash_fails_before_the_server_is_asked(
+    run_dir, clean_env, machine, on_path, capsys, no_exec, vllm_server
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    assert train.main(["grpo", "--", "--max_step", "5", "--per_device_train_batch_sise", "8"]) == 1
+    assert "has no option --per_device_train_batch_sise" in capsys.readouterr().err
+    assert vllm_server.requests == []  # refused at once, not after the health wait
