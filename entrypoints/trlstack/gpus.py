@@ -10,6 +10,7 @@ cannot load, nvidia-smi cannot either, and its text output would be a second, we
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 
-# No machine has more GPUs than this; it keeps a typo such as 0-100000 from building a huge list.
+# No machine has more GPUs than this; it keeps a typo such as 0-100000 or --gpus 100000 from building a huge
+# list.
 MAX_GPU_INDEX = 1023
 
 
@@ -61,6 +63,21 @@ def describe_machine(gpus: Sequence[Gpu]) -> str:
     """Say which GPUs there are, for error messages: "this machine has 4 GPUs: 0-3"."""
     count = f"{len(gpus)} GPU" + ("" if len(gpus) == 1 else "s")
     return f"this machine has {count}: {describe_indices([gpu.index for gpu in gpus])}"
+
+
+def gpu_count(raw: str) -> int:
+    """argparse type: how many GPUs a machine has, 1 to MAX_GPU_INDEX + 1."""
+    try:
+        count = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{count} is not a positive whole number")
+    if count > MAX_GPU_INDEX + 1:
+        raise argparse.ArgumentTypeError(
+            f"{count} GPUs is more than any machine has (at most {MAX_GPU_INDEX + 1})"
+        )
+    return count
 
 
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
-from trlstack.gpus import Gpu, describe_indices, describe_machine, parse_gpu_spec
+from trlstack.gpus import Gpu, describe_indices, describe_machine, gpu_count, parse_gpu_spec
 from trlstack.options import Setting, add_setting, add_settings, positive_int, settings_from
 from trlstack.ports import Ports
 
@@ -329,7 +329,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "compose reads, keeping every other line of an existing file."
     )
     parser.add_argument(
-        "--gpus", type=positive_int, metavar="N", help="plan for N GPUs (default: detect this machine's)"
+        "--gpus", type=gpu_count, metavar="N", help="plan for N GPUs (default: detect this machine's)"
     )
     split = parser.add_argument_group("split (default: half and half)")
     split.add_argument("--serve-gpus", metavar="SPEC", help="GPUs for vLLM, e.g. 0-3 (default: the rest)")

@@ -28,10 +28,10 @@ from trlstack.options import (
     Role,
     one_of,
     parse_role,
-    positive_float,
     positive_int,
     setting,
     switch,
+    wait_seconds,
 )
 from trlstack.passthrough import check_passthrough, receiver
 from trlstack.ports import group_port_setting
@@ -95,7 +95,7 @@ class TrainSettings:
         Env.HEALTH_TIMEOUT,
         "seconds to wait for the server's /health",
         DEFAULT_HEALTH_TIMEOUT_S,
-        positive_float,
+        wait_seconds,
     )
     vllm_mode: str | None = setting(  # None means the default, server
         Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
