@@ -59,6 +59,16 @@ class Env(StrEnum):
     HEALTH_TIMEOUT = "TRLSTACK_HEALTH_TIMEOUT"
     CPU = "TRLSTACK_CPU"
 
+    # The GPU plan as `.env` holds it (`trlstack plan --format env` writes it): compose hands these keys to
+    # the roles, and to `trlstack plan --check`, which checks them as written.
+    PLAN_SERVE_GPUS = "SERVE_GPUS"
+    PLAN_TRAIN_GPUS = "TRAIN_GPUS"
+    PLAN_TENSOR_PARALLEL_SIZE = "TENSOR_PARALLEL_SIZE"
+    PLAN_DATA_PARALLEL_SIZE = "DATA_PARALLEL_SIZE"
+    PLAN_NUM_PROCESSES = "NUM_PROCESSES"
+    PLAN_VLLM_PORT = "VLLM_PORT"
+    PLAN_VLLM_GROUP_PORT = "VLLM_GROUP_PORT"
+
     # Read by the compose files and scripts/up.sh, not by the package.
     IMAGE = "TRLSTACK_IMAGE"
     VARIANT = "TRLSTACK_VARIANT"
