@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import policy
+from trlstack import addresses, policy
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, exec_command, require_program
-from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, LOOPBACK, Env
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
@@ -77,11 +77,11 @@ class TrainSettings:
     reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
     vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url)
     vllm_group_port: int = group_port_setting()
-    host_ip: str = setting(
+    host_ip: str | None = setting(
         Env.VLLM_HOST_IP,
-        "this trainer's address as the server reaches it (NCCL rendezvous)",
-        LOOPBACK,
-        checked_host,
+        "this trainer's address as the server reaches it (NCCL rendezvous; default: 127.0.0.1 for a server "
+        "on this machine, else the address this machine reaches the server from)",
+        type=checked_host,
     )
     num_processes: int | None = setting(
         Env.NUM_PROCESSES, "training processes (default: visible GPUs)", type=positive_int
@@ -264,8 +264,13 @@ def build_launch(
     gpus: Sequence[Gpu],
     checkpoint: Path | None = None,
     unavailable: Callable[[str], str | None] = lambda implementation: None,
+    route: Callable[[str, int], str] = addresses.local_address_toward,
+    is_local: Callable[[str], bool] = addresses.is_local_address,
 ) -> Launch:
-    """The accelerate command and the merged config for a run; UsageError naming the fix for bad input."""
+    """The accelerate command and the merged config for a run; UsageError naming the fix for bad input.
+
+    `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and check the trainer's
+    address for a server on another host (addresses.trainer_host_ip)."""
     from trlstack import trainconfig  # YAML: not imported for --help
 
     recipe = resolve_recipe(settings.recipe)
@@ -284,6 +289,7 @@ def build_launch(
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
 
     env: dict[str, str] = {}
+    notes: list[str] = []
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
         processes, precision, why = 1, "fp32", "CPU run"
@@ -292,7 +298,10 @@ def build_launch(
         processes = training_processes(settings, gpus)
         config.update(vllm_settings(settings))
         if settings.mode == "server":
-            env[Env.VLLM_HOST_IP] = settings.host_ip  # where the server's workers reach this trainer
+            # Where the server's workers reach this trainer for the weight-transfer rendezvous.
+            host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, route, is_local)
+            env[Env.VLLM_HOST_IP] = host_ip
+            notes.append(f"{Env.VLLM_HOST_IP}={host_ip} ({why})")
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
             why = f"set in {source}"
@@ -300,7 +309,7 @@ def build_launch(
             precision, why = policy.precision(gpus)
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
         attention = policy.choose_attention(gpus, unavailable)
-    notes = [f"precision {precision} ({why})"]
+    notes.append(f"precision {precision} ({why})")
 
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):

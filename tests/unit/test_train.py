@@ -42,7 +42,7 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     settings = TrainSettings(
         recipe="grpo", vllm_url="http://vllm:8000", vllm_group_port=51300, host_ip="trainer"
     )
-    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4))
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4), is_local=lambda address: address == "trainer")
     config = launch.config
     assert {key: config[key] for key in GRPO if key != "output_dir"} == {
         key: value for key, value in GRPO.items() if key != "output_dir"
@@ -55,6 +55,20 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     assert config["model_init_kwargs"] == {"attn_implementation": "kernels-community/flash-attn3"}
     assert launch.command.env == {"VLLM_HOST_IP": "trainer"}
     assert "resume_from_checkpoint" not in config
+
+
+def test_a_server_on_another_host_gets_the_address_this_machine_reaches_it_from():
+    settings = TrainSettings(recipe="grpo", vllm_url="http://10.0.0.7:8000")
+    routes = []
+
+    def route(host, port):
+        routes.append((host, port))
+        return "10.0.0.5"
+
+    launch = build_launch(settings, GRPO, "c", gpus(2), route=route)
+    assert launch.command.env["VLLM_HOST_IP"] == "10.0.0.5"
+    assert routes == [("10.0.0.7", 8000)]
+    assert launch.notes[0] == "VLLM_HOST_IP=10.0.0.5 (the address this machine reaches 10.0.0.7 from)"
 
 
 def test_rloo_and_online_dpo_run_their_scripts():
@@ -188,7 +202,7 @@ def test_main_waits_checks_writes_and_execs(
     on_path("accelerate")
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
-    clean_env.setenv("VLLM_HOST_IP", "10.0.0.9")
+    clean_env.setenv("VLLM_HOST_IP", "127.0.0.2")  # the user's choice of an address of this machine
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--config", str(mine), "--serve-gpus", "0-3", "--health-timeout", "30"])
     [(program, argv, child_env)] = exec_calls
@@ -197,7 +211,7 @@ def test_main_waits_checks_writes_and_execs(
         "accelerate", "launch", "--num_processes", "4", "--multi_gpu",
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
-    assert child_env["VLLM_HOST_IP"] == "10.0.0.9"
+    assert child_env["VLLM_HOST_IP"] == "127.0.0.2"
     assert vllm_server.requests == ["/health", "/health", "/server_info?config_format=json"]
     merged = yaml.safe_load((run_dir / "outputs/grpo/trlstack-grpo.yaml").read_text())
     assert merged["learning_rate"] == 3e-6
@@ -321,6 +335,24 @@ BAD_INPUT = [
     (["grpo", "--vllm-group-port", "8000"], {}, "is the server's HTTP port in --vllm-url"),
     (["grpo"], {"TRLSTACK_CPU": "perhaps"}, "TRLSTACK_CPU='perhaps' is not valid for --cpu"),
     (["grpo"], {"VLLM_HOST_IP": "http://10.0.0.1"}, "is not an IP address or host name"),
+    # A server on another host cannot reach the trainer at 127.0.0.1: refused before the wait.
+    (
+        ["grpo", "--vllm-url", "http://10.255.0.7:8000"],
+        {"VLLM_HOST_IP": "127.0.0.1"},
+        "is 127.0.0.1, this machine's loopback, but the vLLM server at http://10.255.0.7:8000 is on "
+        "10.255.0.7",
+    ),
+    (
+        ["grpo", "--vllm-url", "http://10.255.0.7:8000", "--host-ip", "localhost"],
+        {},
+        "this machine's loopback",
+    ),
+    (["grpo", "--host-ip", "192.0.2.1"], {}, "192.0.2.1, which is not an address of this machine"),
+    (
+        ["grpo", "--vllm-url", "http://no-such-host.invalid:8000"],
+        {},
+        "no route from this machine to the vLLM",
+    ),
     (["grpo", "--gpus", "2"], {}, "--gpus N only describes another machine"),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": "GPU-nope"}, "CUDA_VISIBLE_DEVICES='GPU-nope'"),
     (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
