@@ -439,17 +439,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
     """`count` GPUs of another machine, or this machine's visible GPUs; UsageError when there are none."""
-    from trlstack.gpus import probe, select_visible
+    from trlstack.gpus import check_device_order, probe, select_visible
 
     if count is not None:
         return [Gpu(index) for index in range(count)]
+    check_device_order(environ)
     found = probe()
     if not found.gpus:
         raise UsageError(
             f"no GPU found on this machine ({found.problem or 'the driver reports none'}); pass --gpus N to "
             "plan for a machine with N GPUs, or run `trlstack doctor`."
         )
-    visible = select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES))
+    visible = select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES), found.mig)
     if not visible:
         raise UsageError(
             f"{Env.CUDA_VISIBLE_DEVICES}={environ[Env.CUDA_VISIBLE_DEVICES]!r} hides every GPU; unset it, "

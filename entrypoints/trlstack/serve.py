@@ -20,7 +20,7 @@ from typing import TypeAlias
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, Env
 from trlstack.errors import UsageError, run_main
-from trlstack.gpus import Gpu, visible_gpus
+from trlstack.gpus import PCI_BUS_ID, Gpu, visible_gpus
 from trlstack.options import (
     Role,
     fraction,
@@ -168,7 +168,11 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":
         argv += ["--dtype", settings.dtype]
-    return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1"})
+    env: dict[str, str] = {
+        Env.VLLM_SERVER_DEV_MODE: "1",
+        Env.CUDA_DEVICE_ORDER: PCI_BUS_ID,
+    }  # as NVML numbers
+    return Command(argv=argv + list(settings.extra), env=env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,7 +23,7 @@ from trlstack.command import Command, exec_command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
-from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
+from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, parse_gpu_spec
 from trlstack.options import (
     Role,
     one_of,
@@ -200,9 +200,11 @@ def check_overlap(train: Sequence[Gpu], serve_indices: Sequence[int], machine: S
             "(nvidia-smi), or leave --serve-gpus unset where this container sees only its own GPUs."
         )
     serving = {by_index[index].uuid: index for index in serve_indices if by_index[index].uuid}
-    shared = [gpu for gpu in train if gpu.uuid in serving]
+    shared = [
+        uuid for uuid in (gpu.physical_uuid for gpu in train) if uuid in serving
+    ]  # a MIG device: its GPU
     if shared:
-        names = ", ".join(f"GPU {serving[gpu.uuid]} ({gpu.uuid})" for gpu in shared)
+        names = ", ".join(f"GPU {serving[uuid]} ({uuid})" for uuid in shared)
         raise UsageError(
             f"the trainer would use {names}, which --serve-gpus gives the vLLM server. Give the two "
             "disjoint GPU sets through CUDA_VISIBLE_DEVICES (`trlstack plan` prints a split), or on one "
@@ -296,6 +298,7 @@ def build_launch(
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
         processes = training_processes(settings, gpus)
+        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
         config.update(vllm_settings(settings))
         if settings.mode == "server":
             # Where the server's workers reach this trainer for the weight-transfer rendezvous.

@@ -10,7 +10,7 @@ from trlstack import cli, serve, train
 
 ODD = [
     "inf", "-inf", "nan", "1e400", "1e-400", "-0", "0.0", "+7", "1_0", "0x10", "٣", "9" * 5000,
-    "99999999999999999999", "4294967297", "-1", "", " ",
+    "99999999999999999999", "4294967297", "-1", "", " ", "--",
 ]  # fmt: skip
 
 # (command, its main, argv before the value, the flag, the variable read for it)

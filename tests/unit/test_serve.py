@@ -40,7 +40,8 @@ def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
         "--data-parallel-size", str(serve_gpus),
         "--gpu-memory-utilization", "0.9",
     ]  # fmt: skip
-    assert command.env == {"VLLM_SERVER_DEV_MODE": "1"}
+    # CUDA numbers GPUs as nvidia-smi and the plan do only in PCI bus order, whoever starts the role.
+    assert command.env == {"VLLM_SERVER_DEV_MODE": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
 def test_eight_gpus_with_tensor_parallel_two_and_every_option():
@@ -72,11 +73,11 @@ def test_shell_form_is_the_seed_line_and_reparses_to_the_same_argv():
     command = build_command(ServeSettings(), gpus(1))
     line = command.shell()
     assert line.startswith(
-        "VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1"
     )
-    assert shlex.split(line) == ["VLLM_SERVER_DEV_MODE=1", *command.argv]
+    assert shlex.split(line) == ["CUDA_DEVICE_ORDER=PCI_BUS_ID", "VLLM_SERVER_DEV_MODE=1", *command.argv]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "10.1.2.3", "172.18.0.2", "192.168.1.20", "fd00::5"])
@@ -115,7 +116,7 @@ def test_main_execs_vllm_with_the_added_environment(clean_env, machine, on_path,
         "--tensor-parallel-size", "1", "--data-parallel-size", "2",
         "--gpu-memory-utilization", "0.9", "--max-model-len", "2048", "--enforce-eager",
     ]  # fmt: skip
-    assert env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the caller's choice passes through
 
 
@@ -132,7 +133,7 @@ def test_print_command_prints_one_shell_line_and_runs_nothing(clean_env, capsys,
     assert serve.main(["--gpus", "2", "--print-command"]) == 0
     out = capsys.readouterr().out
     assert out == (
-        "VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1 "
         "--host 127.0.0.1 --port 8000 --tensor-parallel-size 1 --data-parallel-size 2 "
@@ -224,6 +225,12 @@ BAD_INPUT = [
     (["--", "--config", "absent.yaml"], {}, [0], "--config absent.yaml: no such file"),
     (["--", "--config", "ok.yaml", "--config", "ok.yaml"], {}, [0], "--config is given more than once"),
     (["--", "--config"], {}, [0], "--config after `--` needs a file"),
+    (
+        [],
+        {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        [0, 1],
+        "CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently",
+    ),
 ]
 
 VLLM_CONFIGS = {

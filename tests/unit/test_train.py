@@ -34,7 +34,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no",
         *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1"}
+    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
 
 
@@ -53,7 +53,7 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     assert config["vllm_group_port"] == 51300
     assert (config["bf16"], config["fp16"]) == (True, False)
     assert config["model_init_kwargs"] == {"attn_implementation": "kernels-community/flash-attn3"}
-    assert launch.command.env == {"VLLM_HOST_IP": "trainer"}
+    assert launch.command.env == {"VLLM_HOST_IP": "trainer", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert "resume_from_checkpoint" not in config
 
 
@@ -87,7 +87,7 @@ def test_colocate_mode_needs_no_server():
     launch = build_launch(TrainSettings(recipe="grpo", vllm_mode="colocate"), GRPO, "c", gpus(1))
     assert launch.config["vllm_mode"] == "colocate"
     assert "vllm_server_base_url" not in launch.config
-    assert launch.command.env == {}
+    assert launch.command.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert launch.command.argv[:4] == ["accelerate", "launch", "--num_processes", "1"]
 
 
@@ -168,6 +168,16 @@ def test_resume_from_the_newest_checkpoint_unless_the_user_chose_one():
     mine = {**GRPO, "resume_from_checkpoint": "o/checkpoint-3"}
     launch = build_launch(TrainSettings(recipe="grpo"), mine, "c", gpus(1), checkpoint=Path("o/checkpoint-9"))
     assert launch.config["resume_from_checkpoint"] == "o/checkpoint-3"
+
+
+def test_a_mig_device_of_a_serving_gpu_overlaps_it():
+    machine = gpus(4)
+    mig = Gpu(1, "MIG-9d0b3c1e", "A100 MIG 3g.40gb", (8, 0), parent=machine[1].uuid)
+    check_overlap([mig], [0], machine)
+    with pytest.raises(
+        train.UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"
+    ):
+        check_overlap([mig], [1], machine)
 
 
 def test_overlap_is_judged_by_uuid():
@@ -285,12 +295,15 @@ def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, on_path, exe
 
 def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, capsys, no_exec):
     assert train.main(["rloo", "--gpus", "4", "--print-command"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
-        "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu --num_machines 1 "
-        "--mixed_precision bf16 --dynamo_backend no -m trl.scripts.rloo "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu "
+        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trl.scripts.rloo "
         "--config outputs/rloo/trlstack-rloo.yaml"
     )
+    assert "train: precision fp16 (compute capability unknown: fp16, which every GPU" in captured.err
     assert "#   vllm_mode: server" in out
     assert not (run_dir / "outputs").exists()
 
@@ -355,6 +368,12 @@ BAD_INPUT = [
     ),
     (["grpo", "--gpus", "2"], {}, "--gpus N only describes another machine"),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": "GPU-nope"}, "CUDA_VISIBLE_DEVICES='GPU-nope'"),
+    (
+        ["grpo"],
+        {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        "CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently",
+    ),
+    (["grpo"], {"CUDA_VISIBLE_DEVICES": "MIG-9d0b"}, "MIG-9d0b matches no GPU (no GPU here is in MIG mode)"),
     (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
     (["grpo", "--cpu"], {"PATH": ""}, "`accelerate` is not on PATH"),
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
