@@ -101,6 +101,11 @@ class TrainSettings:
         Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
     )
     cpu: bool = switch(Env.CPU, "smoke run on the CPU: no vLLM, tiny steps")
+    allow_other_served_model: bool = switch(
+        Env.ALLOW_OTHER_SERVED_MODEL,
+        "train although the server serves a model not recognised as this one (by name, Hub repo or "
+        "config.json), e.g. a copy this machine cannot read; another model fails at the first weight sync",
+    )
     extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
 
     @property
@@ -341,6 +346,30 @@ def build_launch(
     return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
 
 
+def check_served_model(
+    settings: TrainSettings, served: str, trained: str, environ: Mapping[str, str]
+) -> None:
+    """UsageError, before anything starts, when the server serves another model than the one trained: TRL
+    sends every parameter into the served model by name and shape."""
+    from trlstack import models
+
+    same, how = models.same_model(served, trained, lambda reference: models.read_config(reference, environ))
+    if same:
+        if served != trained:
+            say(f"the server serves {served} and this run trains {trained}: one model ({how})")
+        return
+    flag = f"--allow-other-served-model ({Env.ALLOW_OTHER_SERVED_MODEL}=1)"
+    if settings.allow_other_served_model:
+        say(f"the server serves {served} and this run trains {trained}: allowed by {flag} ({how})")
+        return
+    raise UsageError(
+        f"the vLLM server at {settings.vllm_url} serves {served}, but this run trains {trained}, and they "
+        f"are not recognised as one model ({how}): TRL's first weight sync would fail. Serve and train the "
+        f"same model (--model, or {Env.MODEL} in .env for both), or pass {flag} if they are one model under "
+        "two names."
+    )
+
+
 def smoke_steps(launch: Launch) -> str:
     """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
     argv = launch.command.argv
@@ -403,13 +432,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             health.wait_for_health(settings.vllm_url, settings.health_timeout)
             served = health.served_model(health.check_weight_transfer(settings.vllm_url))
             say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
-            trained = launch.config["model_name_or_path"]
-            if served and served != trained:
-                # A local copy of the same model is fine; a different model fails at the first weight sync.
-                say(
-                    f"note: the server serves {served} and this run trains {trained}; they must be the "
-                    f"same model (set --model / {Env.MODEL} alike for serve-vllm and train)"
-                )
+            if served:
+                check_served_model(settings, served, launch.config["model_name_or_path"], environ)
         launch.config_path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
         say(f"wrote {launch.config_path}")

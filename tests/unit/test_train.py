@@ -230,20 +230,63 @@ def test_main_waits_checks_writes_and_execs(
     assert not [p for p in (run_dir / "outputs/grpo").iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_different_served_model_is_pointed_out(
+def serving(vllm_server, model):
+    import json
+
+    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": model}}
+    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+
+
+def test_a_different_served_model_is_refused_before_training_starts(
+    run_dir, clean_env, machine, on_path, no_exec, vllm_server, capsys
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    serving(vllm_server, "org/other")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    assert train.main(["grpo", "--model", "org/mine"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"train: error: the vLLM server at {vllm_server.url} serves org/other, but this run trains org/mine"
+        in err
+    )
+    assert "TRL's first weight sync would fail" in err and "--allow-other-served-model" in err
+    assert not (run_dir / "outputs").exists()
+
+
+@pytest.mark.parametrize("allow", [["--allow-other-served-model"], ["--allow-other"]])
+def test_the_flag_or_its_variable_lets_an_intended_other_name_through(
+    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys, allow
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    serving(vllm_server, "/models/my-copy")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--model", "org/mine", *allow])
+    assert "serves /models/my-copy and this run trains org/mine: allowed by --allow-other-served-model" in (
+        capsys.readouterr().err
+    )
+    clean_env.setenv("TRLSTACK_ALLOW_OTHER_SERVED_MODEL", "1")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--model", "org/mine"])
+
+
+def test_a_local_copy_of_the_trained_model_is_recognised(
     run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
 ):
     import json
 
+    for name in ("served", "trained"):
+        (run_dir / name).mkdir()
+        (run_dir / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 8}))
     machine(gpus(2))
     on_path("accelerate")
-    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": "org/other"}}
-    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+    serving(vllm_server, str(run_dir / "served"))
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     with pytest.raises(exec_calls.Execd):
-        train.main(["grpo", "--model", "org/mine"])
-    err = capsys.readouterr().err
-    assert "the server serves org/other and this run trains org/mine; they must be the same model" in err
+        train.main(["grpo", "--model", str(run_dir / "trained")])
+    assert "their config.json files agree on the architecture and every size" in capsys.readouterr().err
 
 
 def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
