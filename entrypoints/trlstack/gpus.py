@@ -129,6 +129,14 @@ def parse_gpu_spec(spec: str, source: str = "GPU spec") -> tuple[int, ...]:
     return tuple(indices)
 
 
+def gpu_spec(raw: str) -> tuple[int, ...]:
+    """argparse type: GPU indices and ranges such as 0-3,5 (parse_gpu_spec), named by the flag or variable."""
+    try:
+        return parse_gpu_spec(raw, "GPU spec")
+    except UsageError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("GPU spec ")) from None
+
+
 # CUDA hides every GPU for these values; -1 is the usual way to say "no GPU".
 _HIDE_ALL = {"", "-1", "NoDevFiles"}
 

@@ -23,7 +23,7 @@ from trlstack.command import Command, exec_command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
-from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, parse_gpu_spec
+from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, gpu_spec
 from trlstack.options import (
     Role,
     one_of,
@@ -86,9 +86,10 @@ class TrainSettings:
     num_processes: int | None = setting(
         Env.NUM_PROCESSES, "training processes (default: visible GPUs)", type=positive_int
     )
-    serve_gpus: str | None = setting(
+    serve_gpus: tuple[int, ...] | None = setting(
         Env.SERVE_GPUS,
         "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
+        type=gpu_spec,
     )
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
     health_timeout: float = setting(
@@ -403,8 +404,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             visible = gpu_probe.visible_gpus(environ)
             if settings.serve_gpus and settings.mode == "server":
-                serve = parse_gpu_spec(settings.serve_gpus, "--serve-gpus")
-                check_overlap(visible, serve, gpu_probe.probe().gpus)
+                check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
 
         output_dir = settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}"
         checkpoint, incomplete = newest_checkpoint(Path(output_dir))

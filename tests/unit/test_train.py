@@ -378,7 +378,12 @@ BAD_INPUT = [
         "which --serve-gpus gives the vLLM server",
     ),
     (["grpo", "--serve-gpus", "6"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus names GPU 6"),
-    (["grpo", "--serve-gpus", "0-"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus '0-'"),
+    (
+        ["grpo", "--serve-gpus", "0-"],
+        {"CUDA_VISIBLE_DEVICES": "2,3"},
+        "argument --serve-gpus: '0-': '0-' is not",
+    ),
+    (["grpo"], {"TRLSTACK_SERVE_GPUS": "0-"}, "TRLSTACK_SERVE_GPUS='0-' is not valid for --serve-gpus"),
     (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
     (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
     (["grpo", "--cpu", "--num-processes", "2"], {}, "--cpu runs one process"),
