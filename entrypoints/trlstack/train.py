@@ -303,14 +303,14 @@ def build_launch(
         processes, precision, why = 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
-        processes = training_processes(settings, gpus)
-        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
-        config.update(vllm_settings(settings))
         if settings.mode == "server":
             # Where the server's workers reach this trainer for the weight-transfer rendezvous.
             host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, route, is_local)
             env[Env.VLLM_HOST_IP] = host_ip
             notes.append(f"{Env.VLLM_HOST_IP}={host_ip} ({why})")
+        processes = training_processes(settings, gpus)
+        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
+        config.update(vllm_settings(settings))
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
             why = f"set in {source}"
@@ -403,7 +403,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             visible = [Gpu(index) for index in range(args.gpus)]
         else:
             visible = gpu_probe.visible_gpus(environ)
-            if settings.serve_gpus and settings.mode == "server":
+            if visible and settings.serve_gpus and settings.mode == "server":  # none: build_launch says so
                 check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
 
         output_dir = settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}"

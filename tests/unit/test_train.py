@@ -368,6 +368,11 @@ BAD_INPUT = [
     (["online-dpo", "--config", "no_data.yaml"], {}, "reward_model_path or reward_funcs"),
     (["grpo", "--config", "bad_kwargs.yaml"], {}, "model_init_kwargs must be a mapping"),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": ""}, "train needs a CUDA GPU and none is visible"),
+    (
+        ["grpo", "--serve-gpus", "0"],
+        {"CUDA_VISIBLE_DEVICES": "-1"},
+        "train needs a CUDA GPU and none is visible",
+    ),
     (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, UNREACHABLE),
     (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, "raise --health-timeout"),
     (["grpo"], {"TRLSTACK_VLLM_URL": "no_weight_transfer"}, "has no weight-transfer engine"),
