@@ -206,9 +206,8 @@ def check_overlap(train: Sequence[Gpu], serve_indices: Sequence[int], machine: S
             "(nvidia-smi), or leave --serve-gpus unset where this container sees only its own GPUs."
         )
     serving = {by_index[index].uuid: index for index in serve_indices if by_index[index].uuid}
-    shared = [
-        uuid for uuid in (gpu.physical_uuid for gpu in train) if uuid in serving
-    ]  # a MIG device: its GPU
+    # A MIG device overlaps the GPU it is a slice of.
+    shared = [uuid for uuid in (gpu.physical_uuid for gpu in train) if uuid in serving]
     if shared:
         names = ", ".join(f"GPU {serving[uuid]} ({uuid})" for uuid in shared)
         raise UsageError(

@@ -62,7 +62,7 @@ def test_the_weight_transfer_rendezvous_listens_only_on_vllm_host_ip(trlstack_im
     port = free_port()
     argv = train_command(trlstack_image, "grpo", "--gpus", "2", "--vllm-group-port", str(port))
     env = dict(word.split("=", 1) for word in argv[: argv.index("accelerate")])
-    assert env == {"VLLM_HOST_IP": "127.0.0.1"}  # a server on this machine, as in the shared layout
+    assert env["VLLM_HOST_IP"] == "127.0.0.1"  # a server on this machine, as in the shared layout
     done = subprocess.run(
         ["docker", "run", "--rm", "--network", "host", *MOUNT, "-e", f"VLLM_HOST_IP={env['VLLM_HOST_IP']}"]
         + [trlstack_image, "bash", "-c", WEIGHT_TRANSFER.format(port=port)],
@@ -164,7 +164,7 @@ def test_loopback_for_a_server_on_another_host_is_refused_in_the_image(trlstack_
 
 def test_the_server_binds_the_host_its_command_names(trlstack_image):
     # vLLM needs a GPU to start, so its bind is read from the command serve-vllm builds: uvicorn listens on
-    # exactly --host:--port (tests/gpu/test_listen_addresses.py measures it on a GPU machine).
+    # exactly --host:--port (tests/gpu/test_server_listens.py measures it on a GPU machine).
     done = subprocess.run(
         ["docker", "run", "--rm", "--network", "none", trlstack_image, "serve-vllm", "--gpus", "1"]
         + ["--print-command", "--port", "8123"],
