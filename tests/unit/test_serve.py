@@ -91,6 +91,12 @@ def test_a_host_name_is_judged_by_the_addresses_it_resolves_to():
         check_bind("vllm", allow_public=False, resolve=lambda name: ["172.20.0.3", "8.8.4.4"])
 
 
+@pytest.mark.parametrize("resolved", [["0.0.0.0"], ["::"], ["::ffff:0.0.0.0"], ["127.0.0.1", "0.0.0.0"]])
+def test_a_host_name_for_the_any_address_is_every_interface(resolved):
+    with pytest.raises(UsageError, match="binds the server on every interface"):
+        check_bind("anywhere", allow_public=False, resolve=lambda name: resolved)
+
+
 def test_localhost_resolves_for_real():
     check_bind("localhost", allow_public=False)
 
