@@ -100,12 +100,13 @@ def judge_driver(probe: Probe) -> list[Finding]:
 
 
 def _judge_gpu(gpu: Gpu) -> Finding:
+    from trlstack import policy
+
     label = f"GPU {gpu.index}: {gpu.name or 'unknown model'}"
     capability = gpu.compute_capability
+    chosen, why = policy.precision([gpu])  # the one decision train makes
     if capability is None:
-        return Finding(
-            "info", "gpu", f"{label}, compute capability unknown (train picks fp16 and sdpa to be safe)"
-        )
+        return Finding("info", "gpu", f"{label}: train uses {chosen} ({why})")
     if capability < MIN_CAPABILITY:
         return Finding(
             "fail",
@@ -116,9 +117,11 @@ def _judge_gpu(gpu: Gpu) -> Finding:
         )
     if capability < BF16_CAPABILITY:
         return Finding(
-            "info", "gpu", f"{label}, compute capability {gpu.capability}: fp16 and sdpa (no bf16)"
+            "info",
+            "gpu",
+            f"{label}, compute capability {gpu.capability}: train uses {chosen} and sdpa (no bf16)",
         )
-    return Finding("ok", "gpu", f"{label}, compute capability {gpu.capability}: bf16")
+    return Finding("ok", "gpu", f"{label}, compute capability {gpu.capability}: train uses {chosen}")
 
 
 def judge_gpus(probe: Probe, cuda_visible_devices: str | None) -> list[Finding]:
@@ -130,7 +133,7 @@ def judge_gpus(probe: Probe, cuda_visible_devices: str | None) -> list[Finding]:
         ]
     findings = [_judge_gpu(gpu) for gpu in probe.gpus]
     try:
-        visible = select_visible(probe.gpus, cuda_visible_devices)
+        visible = select_visible(probe.gpus, cuda_visible_devices, probe.mig)
     except UsageError as error:
         return [
             *findings,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NoReturn
 
 EXIT_OK = 0
@@ -26,6 +26,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        # Python 3.11's argparse takes `--flag=--` as an empty list, skipping the type check; 3.13 refuses it.
+        for action in self._actions:
+            if action.nargs is None and action.option_strings and getattr(parsed, action.dest, None) == []:
+                self.error(f"argument {'/'.join(action.option_strings)}: expected one value")
+        return parsed, rest
 
 
 def run_main(name: str, body: Callable[[], int]) -> int:

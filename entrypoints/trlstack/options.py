@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -176,10 +177,25 @@ def port_number(raw: str) -> int:
 
 
 def positive_float(raw: str) -> float:
-    """argparse type: a number > 0."""
+    """argparse type: a finite number > 0."""
     value = _number(float, raw, "a number")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
     if not value > 0:
         raise argparse.ArgumentTypeError(f"{value} is not a positive number")
+    return value
+
+
+WEEK_S = 7 * 24 * 3600
+
+
+def wait_seconds(raw: str) -> float:
+    """argparse type: how long to wait, in seconds: more than 0, at most a week."""
+    value = positive_float(raw)
+    if value > WEEK_S:
+        raise argparse.ArgumentTypeError(
+            f"{value:g} s is longer than any wait; give at most {WEEK_S} s (a week)"
+        )
     return value
 
 
@@ -214,40 +230,16 @@ def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
-def _option_name(word: str) -> str:
-    """An option as vLLM's and TRL's parsers read it: `--a_b=1` and `--a-b.c` are `--a-b`."""
-    name = word.split("=", 1)[0]
-    if name.startswith("--"):
-        name = "--" + name[2:].split(".", 1)[0].replace("_", "-")
-    return name
-
-
-def check_passthrough(extra: Sequence[str], taken: Mapping[str, str], role: str) -> None:
-    """Refuse arguments after `--` that would override what `role` sets itself (`taken`: option -> fix).
-
-    The receiving parsers take `_` for `-` and, as argparse does, a unique abbreviation of a long option
-    for the option itself; both count here. The last value given wins there, so a repeat would win unseen.
-    """
-    options = {_option_name(option): fix for option, fix in taken.items()}
-    for word in extra:
-        name = _option_name(word)
-        if not name.startswith("-") or name in ("-", "--"):
-            continue
-        fix = options.get(name)
-        if fix is None and name.startswith("--") and len(name) > 2:
-            fix = next((fix for option, fix in options.items() if option.startswith(name)), None)
-        if fix is not None:
-            raise UsageError(f"{word.split('=', 1)[0]} after `--` would override {role}'s setting; {fix}.")
-
-
 # The preview every role offers -----------------------------------------------------------------------------
 
 
 def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
     """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs)."""
+    from trlstack.gpus import gpu_count
+
     parser.add_argument(
         "--gpus",
-        type=positive_int,
+        type=gpu_count,
         metavar="N",
         help="with --print-command: show the command for N visible GPUs instead of detecting them",
     )

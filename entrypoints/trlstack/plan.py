@@ -12,6 +12,7 @@ import argparse
 import io
 import math
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
-from trlstack.gpus import Gpu, describe_indices, describe_machine, parse_gpu_spec
+from trlstack.gpus import Gpu, describe_indices, describe_machine, gpu_count, parse_gpu_spec
 from trlstack.options import Setting, add_setting, add_settings, positive_int, settings_from
 from trlstack.ports import Ports
 
@@ -30,13 +31,13 @@ COLOCATE_FIX = (
 
 # The keys of `--format env`, in the order written; compose reads them from .env.
 ENV_KEYS = (
-    "SERVE_GPUS",
-    "TRAIN_GPUS",
-    "TENSOR_PARALLEL_SIZE",
-    "DATA_PARALLEL_SIZE",
-    "NUM_PROCESSES",
-    "VLLM_PORT",
-    "VLLM_GROUP_PORT",
+    Env.PLAN_SERVE_GPUS,
+    Env.PLAN_TRAIN_GPUS,
+    Env.PLAN_TENSOR_PARALLEL_SIZE,
+    Env.PLAN_DATA_PARALLEL_SIZE,
+    Env.PLAN_NUM_PROCESSES,
+    Env.PLAN_VLLM_PORT,
+    Env.PLAN_VLLM_GROUP_PORT,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
 
@@ -313,6 +314,85 @@ def render(plan: Plan, fmt: str) -> str:
     return renderers[fmt](plan)
 
 
+# A plan as .env holds it ------------------------------------------------------------------------------------
+
+REWRITE = "`trlstack plan --format env -o .env` writes one"
+_INDEX_LIST = re.compile(r"^\d+(,\d+)*$")
+
+
+def _env_gpus(values: Mapping[str, str], key: str) -> tuple[int, ...]:
+    """The GPU indices of a .env key (compose passes it unchanged to CUDA_VISIBLE_DEVICES, device_ids)."""
+    raw = values.get(key, "")
+    if not raw.strip():
+        raise UsageError(f"{key} is not set; write .env with `trlstack plan --format env -o .env`.")
+    if not _INDEX_LIST.match(raw):
+        try:
+            indices = parse_gpu_spec(raw, key)
+        except UsageError:
+            raise UsageError(
+                f"{key}={raw!r} in .env is not a list of GPU indices; write the indices nvidia-smi shows, "
+                f"separated by commas (e.g. {key}=0,1), or let {REWRITE}."
+            ) from None
+        written = ",".join(map(str, indices))
+        raise UsageError(
+            f"{key}={raw!r} in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES and Docker's "
+            f"device_ids, which take GPU indices separated by commas; write {key}={written}."
+        )
+    return parse_gpu_spec(raw, key)
+
+
+def _env_count(values: Mapping[str, str], key: str) -> int | None:
+    raw = values.get(key, "")
+    if not raw:
+        return None  # compose passes an empty value; the role then uses its default
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(f"{key}={raw!r} in .env is not a positive whole number; fix or remove the line.")
+    return int(raw)
+
+
+def _env_port(values: Mapping[str, str], key: str, default: int) -> int:
+    raw = values.get(key, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise UsageError(f"{key}={raw!r} in .env is not a TCP port (1-65535); fix or remove the line.")
+    return int(raw)
+
+
+def check_env(values: Mapping[str, str]) -> str:
+    """Check a plan as .env holds it (`values`: ENV_KEYS as compose passes them), as the roles will read it;
+    a summary, or UsageError naming the key as the user wrote it."""
+    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key = ENV_KEYS
+    serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
+    shared = [index for index in serve if index in train]
+    if shared:
+        raise UsageError(
+            f"GPU {describe_indices(shared)} is in both {serve_key}={values[serve_key]} and "
+            f"{train_key}={values[train_key]}: the server and the trainer need disjoint GPUs. Change one of "
+            f"them in .env ({REWRITE}), or {COLOCATE_FIX}."
+        )
+    tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
+    needed = (tp or 1) * (dp or 1)
+    if needed > len(serve):
+        sizes = " x ".join(f"{key}={value}" for key, value in ((tp_key, tp), (dp_key, dp)) if value)
+        raise UsageError(
+            f"{sizes} needs {needed} GPUs, but {serve_key}={values[serve_key]} has {len(serve)}; make the "
+            f"sizes fit ({REWRITE})."
+        )
+    if processes is not None and processes > len(train):
+        raise UsageError(
+            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
+            f"{len(train)}; lower it or remove the line."
+        )
+    port = _env_port(values, port_key, DEFAULT_VLLM_PORT)
+    if port == _env_port(values, group_key, DEFAULT_GROUP_PORT):
+        raise UsageError(f"{port_key} and {group_key} are both {port}; the two need different ports.")
+    return (
+        f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} are disjoint; vLLM on "
+        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''}, training on {len(train)}"
+    )
+
+
 # The command -----------------------------------------------------------------------------------------------
 
 TENSOR_PARALLEL = Setting(
@@ -329,7 +409,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "compose reads, keeping every other line of an existing file."
     )
     parser.add_argument(
-        "--gpus", type=positive_int, metavar="N", help="plan for N GPUs (default: detect this machine's)"
+        "--gpus", type=gpu_count, metavar="N", help="plan for N GPUs (default: detect this machine's)"
     )
     split = parser.add_argument_group("split (default: half and half)")
     split.add_argument("--serve-gpus", metavar="SPEC", help="GPUs for vLLM, e.g. 0-3 (default: the rest)")
@@ -349,21 +429,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of standard output"
     )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} as "
+        "compose passes them from .env (compose's plan-check service runs this before either role starts)",
+    )
 
 
 def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
     """`count` GPUs of another machine, or this machine's visible GPUs; UsageError when there are none."""
-    from trlstack.gpus import probe, select_visible
+    from trlstack.gpus import check_device_order, probe, select_visible
 
     if count is not None:
         return [Gpu(index) for index in range(count)]
+    check_device_order(environ)
     found = probe()
     if not found.gpus:
         raise UsageError(
             f"no GPU found on this machine ({found.problem or 'the driver reports none'}); pass --gpus N to "
             "plan for a machine with N GPUs, or run `trlstack doctor`."
         )
-    visible = select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES))
+    visible = select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES), found.mig)
     if not visible:
         raise UsageError(
             f"{Env.CUDA_VISIBLE_DEVICES}={environ[Env.CUDA_VISIBLE_DEVICES]!r} hides every GPU; unset it, "
@@ -373,6 +460,9 @@ def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.check:
+        print(f"trlstack plan: {check_env(os.environ)}", file=sys.stderr)
+        return 0
     ports = settings_from(Ports, args)
     serve_gpus = None if args.serve_gpus is None else parse_gpu_spec(args.serve_gpus, "--serve-gpus")
     train_gpus = None if args.train_gpus is None else parse_gpu_spec(args.train_gpus, "--train-gpus")

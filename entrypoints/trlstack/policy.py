@@ -16,15 +16,23 @@ from trlstack.gpus import Gpu
 
 
 def precision(gpus: Sequence[Gpu], cpu: bool = False) -> tuple[str, str]:
-    """("bf16" | "fp16" | "fp32", why) for training on `gpus`, or on the CPU."""
+    """("bf16" | "fp16" | "fp32", why) for training on `gpus`, or on the CPU; `doctor` says the same.
+
+    The evidence is each GPU's compute capability (NVML's; a MIG device has its GPU's). Without it for every
+    GPU (a preview for another machine, or a driver that did not say), the choice is the one every GPU CUDA 13
+    supports can run, as for attention (sdpa): a guess of bf16 would stop a Turing GPU at start.
+    """
     if cpu:
         return "fp32", "CPU run"
     known = [gpu.compute_capability for gpu in gpus if gpu.compute_capability is not None]
-    if not known:
-        return "bf16", "compute capability unknown; assuming Ampere or newer, as CUDA 13 drivers are"
+    threshold = "{}.{}".format(*BF16_CAPABILITY)
+    if not known or len(known) < len(gpus):
+        return "fp16", (
+            "compute capability unknown: fp16, which every GPU CUDA 13 supports has "
+            f"(bf16 needs {threshold}; set bf16: true in the config for Ampere or newer)"
+        )
     lowest = min(known)
     shown = "{}.{}".format(*lowest)
-    threshold = "{}.{}".format(*BF16_CAPABILITY)
     if lowest >= BF16_CAPABILITY:
         return "bf16", f"compute capability {shown} >= {threshold}"
     return "fp16", f"compute capability {shown} < {threshold} has no bf16"

@@ -15,14 +15,14 @@ import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
-from trlstack.gpus import Gpu, visible_gpus
+from trlstack.gpus import PCI_BUS_ID, Gpu, visible_gpus
 from trlstack.options import (
     Role,
-    check_passthrough,
     fraction,
     one_of,
     parse_role,
@@ -30,7 +30,10 @@ from trlstack.options import (
     setting,
     switch,
 )
+from trlstack.passthrough import VLLM, check_passthrough, receiver
 from trlstack.ports import http_port_setting
+
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ROLE = Role(
     "serve-vllm",
@@ -91,14 +94,20 @@ def resolve_host(host: str) -> list[str]:
         ) from None
 
 
-def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolve_host) -> None:
-    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights."""
-    if allow_public:
-        return
+def bind_addresses(host: str, resolve: Callable[[str], list[str]] = resolve_host) -> list[IPAddress]:
+    """The addresses a bind to `host` listens on, IPv4 where IPv6 maps one (`::ffff:0.0.0.0` is 0.0.0.0)."""
     try:
         addresses = [ipaddress.ip_address(host)]
     except ValueError:
         addresses = [ipaddress.ip_address(address.split("%")[0]) for address in resolve(host)]
+    return [a.ipv4_mapped or a if isinstance(a, ipaddress.IPv6Address) else a for a in addresses]
+
+
+def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolve_host) -> None:
+    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights."""
+    if allow_public:
+        return
+    addresses = bind_addresses(host, resolve)
     exposed = [a for a in addresses if a.is_unspecified or not (a.is_loopback or a.is_private)]
     if exposed:
         what = (
@@ -131,17 +140,19 @@ def parallel_sizes(settings: ServeSettings, gpu_count: int) -> tuple[int, int]:
     return tp, dp
 
 
-# vLLM options serve-vllm sets itself, and what to do instead: given again after `--` they would silently win.
-_OWN = ["--host", "--port", "--tensor-parallel-size", "--data-parallel-size", "--gpu-memory-utilization"]
-_OWN += ["--max-model-len", "--dtype"]
-TAKEN = {flag: f"use serve-vllm's own {flag} (before `--`)" for flag in _OWN}
-TAKEN |= {"-tp": TAKEN["--tensor-parallel-size"], "-dp": TAKEN["--data-parallel-size"]}
-TAKEN |= dict.fromkeys(TRL_SERVER_FLAGS[::2], "TRL needs the value serve-vllm sets")
+# vLLM's settings (argparse dests) serve-vllm sets itself, and what to do instead: given again after `--`, or
+# in a --config file there, they would silently win or clash.
+_OWN = ["model", "host", "port", "tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization"]
+_OWN += ["max_model_len", "dtype"]
+TAKEN = {dest: f"use serve-vllm's own --{dest.replace('_', '-')} (before `--`)" for dest in _OWN}
+TAKEN |= dict.fromkeys(
+    ("weight_transfer_config", "logprobs_mode", "max_logprobs"), "TRL needs the value serve-vllm sets"
+)
 
 
 def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     """The vLLM server command for the visible `gpus`; raises UsageError naming the fix for bad settings."""
-    check_passthrough(settings.extra, TAKEN, "serve-vllm")
+    check_passthrough(settings.extra, receiver(VLLM), TAKEN, "serve-vllm")
     if not gpus:
         raise UsageError(
             "serve-vllm needs a CUDA GPU and none is visible. Run it on a machine with an NVIDIA GPU "
@@ -157,7 +168,12 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":
         argv += ["--dtype", settings.dtype]
-    return Command(argv=argv + list(settings.extra), env={Env.VLLM_SERVER_DEV_MODE: "1", **VLLM_ENV})
+    env: dict[str, str] = {
+        Env.VLLM_SERVER_DEV_MODE: "1",
+        Env.CUDA_DEVICE_ORDER: PCI_BUS_ID,  # as NVML numbers
+        **VLLM_ENV,
+    }
+    return Command(argv=argv + list(settings.extra), env=env)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

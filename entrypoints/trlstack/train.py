@@ -19,30 +19,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trlstack import outputs, policy, stopping
+from trlstack import addresses, outputs, policy, stopping
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import Command, require_program
-from trlstack.defaults import (
-    DEFAULT_GROUP_PORT,
-    DEFAULT_HEALTH_TIMEOUT_S,
-    DEFAULT_VLLM_URL,
-    LOOPBACK,
-    VLLM_ENV,
-    Env,
-)
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
-from trlstack.gpus import Gpu, describe_indices, parse_gpu_spec
+from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, gpu_spec
 from trlstack.options import (
     Role,
-    check_passthrough,
     one_of,
     parse_role,
-    positive_float,
     positive_int,
     setting,
     switch,
+    wait_seconds,
 )
+from trlstack.passthrough import check_passthrough, receiver
 from trlstack.ports import group_port_setting
 from trlstack.recipes import RECIPES, RUNNER, Recipe
 
@@ -86,18 +79,19 @@ class TrainSettings:
     reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
     vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url)
     vllm_group_port: int = group_port_setting()
-    host_ip: str = setting(
+    host_ip: str | None = setting(
         Env.VLLM_HOST_IP,
-        "this trainer's address as the server reaches it (NCCL rendezvous)",
-        LOOPBACK,
-        checked_host,
+        "this trainer's address as the server reaches it (NCCL rendezvous; default: 127.0.0.1 for a server "
+        "on this machine, else the address this machine reaches the server from)",
+        type=checked_host,
     )
     num_processes: int | None = setting(
         Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
     )
-    serve_gpus: str | None = setting(
+    serve_gpus: tuple[int, ...] | None = setting(
         Env.SERVE_GPUS,
         "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
+        type=gpu_spec,
     )
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
     resume: bool = switch(
@@ -112,12 +106,17 @@ class TrainSettings:
         Env.HEALTH_TIMEOUT,
         "seconds to wait for the server's /health",
         DEFAULT_HEALTH_TIMEOUT_S,
-        positive_float,
+        wait_seconds,
     )
     vllm_mode: str | None = setting(  # None means the default, server
         Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
     )
     cpu: bool = switch(Env.CPU, "smoke run on the CPU: no vLLM, tiny steps")
+    allow_other_served_model: bool = switch(
+        Env.ALLOW_OTHER_SERVED_MODEL,
+        "train although the server serves a model not recognised as this one (by name, Hub repo or "
+        "config.json), e.g. a copy this machine cannot read; another model fails at the first weight sync",
+    )
     extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
 
     @property
@@ -176,22 +175,23 @@ def resolve_recipe(name: str | None) -> Recipe:
     return RECIPES[name]
 
 
-# TRL options train decides itself, and what to do instead; given after `--` they would override it unseen.
+# TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
+# override it unseen.
 TAKEN = {
-    "--config": "use --config (before `--`)",
-    "--output_dir": "use --output-dir (checkpoints are looked for there)",
-    "--use_vllm": "use --cpu for a run without vLLM",
-    "--vllm_mode": "use --vllm-mode",
-    "--vllm_server_base_url": "use --vllm-url",
-    "--vllm_group_port": "use --vllm-group-port",
-    "--bf16": "use bf16/fp16 in the config file",
-    "--fp16": "use bf16/fp16 in the config file",
-    "--enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
+    "config": "use --config (before `--`)",
+    "output_dir": "use --output-dir (checkpoints are looked for there)",
+    "use_vllm": "use --cpu for a run without vLLM",
+    "vllm_mode": "use --vllm-mode",
+    "vllm_server_base_url": "use --vllm-url",
+    "vllm_group_port": "use --vllm-group-port",
+    "bf16": "use bf16/fp16 in the config file",
+    "fp16": "use bf16/fp16 in the config file",
+    "enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
 }
 
 
-def check_contradictions(settings: TrainSettings) -> None:
-    check_passthrough(settings.extra, TAKEN, "train")
+def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
+    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
     if settings.resume and settings.fresh:
         raise UsageError(
             f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
@@ -220,9 +220,10 @@ def check_overlap(train: Sequence[Gpu], serve_indices: Sequence[int], machine: S
             "(nvidia-smi), or leave --serve-gpus unset where this container sees only its own GPUs."
         )
     serving = {by_index[index].uuid: index for index in serve_indices if by_index[index].uuid}
-    shared = [gpu for gpu in train if gpu.uuid in serving]
+    # A MIG device overlaps the GPU it is a slice of.
+    shared = [uuid for uuid in (gpu.physical_uuid for gpu in train) if uuid in serving]
     if shared:
-        names = ", ".join(f"GPU {serving[gpu.uuid]} ({gpu.uuid})" for gpu in shared)
+        names = ", ".join(f"GPU {serving[uuid]} ({uuid})" for uuid in shared)
         raise UsageError(
             f"the trainer would use {names}, which --serve-gpus gives the vLLM server. Give the two "
             "disjoint GPU sets through CUDA_VISIBLE_DEVICES (`trlstack plan` prints a split), or on one "
@@ -289,12 +290,17 @@ def build_launch(
     gpus: Sequence[Gpu],
     checkpoint: Path | None = None,
     unavailable: Callable[[str], str | None] = lambda implementation: None,
+    route: Callable[[str, int], str] = addresses.local_address_toward,
+    is_local: Callable[[str], bool] = addresses.is_local_address,
 ) -> Launch:
-    """The accelerate command and the merged config for a run; UsageError naming the fix for bad input."""
+    """The accelerate command and the merged config for a run; UsageError naming the fix for bad input.
+
+    `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and check the trainer's
+    address for a server on another host (addresses.trainer_host_ip)."""
     from trlstack import trainconfig  # YAML: not imported for --help
 
     recipe = resolve_recipe(settings.recipe)
-    check_contradictions(settings)
+    check_contradictions(settings, recipe)
     trainconfig.check_keys(user_config, recipe, source)
     config = dict(user_config)
     overrides = {
@@ -309,17 +315,22 @@ def build_launch(
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
 
     env: dict[str, str] = {}
+    notes: list[str] = []
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
         processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
+        if settings.mode == "server":
+            # Where the server's workers reach this trainer for the weight-transfer rendezvous.
+            host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, route, is_local)
+            env[Env.VLLM_HOST_IP] = host_ip
+            notes.append(f"{Env.VLLM_HOST_IP}={host_ip} ({why})")
         processes = training_processes(settings, gpus)
+        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
         config.update(vllm_settings(settings))
         if settings.mode == "colocate":
             env.update(VLLM_ENV)  # vLLM runs inside the trainer
-        if settings.mode == "server":
-            env[Env.VLLM_HOST_IP] = settings.host_ip  # where the server's workers reach this trainer
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
             why = f"set in {source}"
@@ -327,7 +338,7 @@ def build_launch(
             precision, why = policy.precision(gpus)
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
         attention = policy.choose_attention(gpus, unavailable)
-    notes = [f"precision {precision} ({why})"]
+    notes.append(f"precision {precision} ({why})")
 
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
@@ -379,6 +390,30 @@ def previous_run_to_move(
     return aside
 
 
+def check_served_model(
+    settings: TrainSettings, served: str, trained: str, environ: Mapping[str, str]
+) -> None:
+    """UsageError, before anything starts, when the server serves another model than the one trained: TRL
+    sends every parameter into the served model by name and shape."""
+    from trlstack import models
+
+    same, how = models.same_model(served, trained, lambda reference: models.read_config(reference, environ))
+    if same:
+        if served != trained:
+            say(f"the server serves {served} and this run trains {trained}: one model ({how})")
+        return
+    flag = f"--allow-other-served-model ({Env.ALLOW_OTHER_SERVED_MODEL}=1)"
+    if settings.allow_other_served_model:
+        say(f"the server serves {served} and this run trains {trained}: allowed by {flag} ({how})")
+        return
+    raise UsageError(
+        f"the vLLM server at {settings.vllm_url} serves {served}, but this run trains {trained}, and they "
+        f"are not recognised as one model ({how}): TRL's first weight sync would fail. Serve and train the "
+        f"same model (--model, or {Env.MODEL} in .env for both), or pass {flag} if they are one model under "
+        "two names."
+    )
+
+
 def smoke_steps(launch: Launch) -> str:
     """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
     argv = launch.command.argv
@@ -411,9 +446,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             visible = [Gpu(index) for index in range(args.gpus)]
         else:
             visible = gpu_probe.visible_gpus(environ)
-            if settings.serve_gpus and settings.mode == "server":
-                serve = parse_gpu_spec(settings.serve_gpus, "--serve-gpus")
-                check_overlap(visible, serve, gpu_probe.probe().gpus)
+            if visible and settings.serve_gpus and settings.mode == "server":  # none: build_launch says so
+                check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
 
         output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
         if not args.print_command:
@@ -449,13 +483,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             health.wait_for_health(settings.vllm_url, settings.health_timeout)
             served = health.served_model(health.check_weight_transfer(settings.vllm_url))
             say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
-            trained = launch.config["model_name_or_path"]
-            if served and served != trained:
-                # A local copy of the same model is fine; a different model fails at the first weight sync.
-                say(
-                    f"note: the server serves {served} and this run trains {trained}; they must be the "
-                    f"same model (set --model / {Env.MODEL} alike for serve-vllm and train)"
-                )
+            if served:
+                check_served_model(settings, served, launch.config["model_name_or_path"], environ)
         if aside is not None:
             outputs.move_aside(output_dir, aside)
             say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")

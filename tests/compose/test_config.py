@@ -62,12 +62,13 @@ LAYOUT_IDS = [f"{method}-{variant}-{gpus}gpu" for method, variant, gpus in LAYOU
 
 @pytest.mark.parametrize(("method", "variant", "gpus"), LAYOUTS, ids=LAYOUT_IDS)
 def test_only_the_server_and_the_chosen_trainer_start(render, method, variant, gpus):
-    # `docker compose up METHOD` names the trainer; its profile keeps the other trainers out.
-    assert set(render(variant, gpus, method)["services"]) == {"vllm", method}
-    assert set(render(variant, gpus, profiles=[method])["services"]) == {"vllm", method}
-    assert set(render(variant, gpus)["services"]) == {"vllm"}
+    # `docker compose up METHOD` names the trainer; its profile keeps the other trainers out. The plan check
+    # runs once before both.
+    assert set(render(variant, gpus, method)["services"]) == {"plan-check", "vllm", method}
+    assert set(render(variant, gpus, profiles=[method])["services"]) == {"plan-check", "vllm", method}
+    assert set(render(variant, gpus)["services"]) == {"plan-check", "vllm"}
     everything = render(variant, gpus, profiles=["*"])["services"]
-    assert set(everything) == {"vllm", *METHODS}
+    assert set(everything) == {"plan-check", "vllm", *METHODS}
     assert all(everything[name]["profiles"] == [name] for name in METHODS)
 
 
@@ -77,8 +78,11 @@ def test_roles_are_wired_for_training(render, plan_env, method, variant, gpus):
     server, trainer = model["services"]["vllm"], model["services"][method]
     plan = read_env(plan_env(gpus))
 
-    # The trainer starts only once the server answers /health, and restarts (resuming) after a crash.
-    assert trainer["depends_on"] == {"vllm": {"condition": "service_healthy", "required": True}}
+    # The trainer starts only once the plan is checked and the server answers /health, and restarts (resuming)
+    # after a crash; the server starts only once the plan is checked.
+    checked = {"plan-check": {"condition": "service_completed_successfully", "required": True}}
+    assert trainer["depends_on"] == {**checked, "vllm": {"condition": "service_healthy", "required": True}}
+    assert server["depends_on"] == checked
     assert trainer["command"] == ["train", method]
     assert trainer["environment"]["TRLSTACK_OUTPUT_DIR"] == f"/outputs/{method}"
     assert server["command"] == ["serve-vllm"]
@@ -120,6 +124,15 @@ def test_gpu_partitions_are_the_plans_and_disjoint(render, plan_env, method, var
             assert "count" not in gpu_reservation(service)
             assert "CUDA_VISIBLE_DEVICES" not in service["environment"]
         assert "TRLSTACK_SERVE_GPUS" not in trainer["environment"]
+
+
+@pytest.mark.parametrize(("variant", "gpus"), list(itertools.product(VARIANTS, GPU_COUNTS)))
+def test_the_plan_check_reads_the_plan_as_written_with_nothing_else(render, plan_env, variant, gpus):
+    check = render(variant, gpus, "grpo")["services"]["plan-check"]
+    assert check["command"] == ["trlstack", "plan", "--check"]
+    assert check["environment"] == read_env(plan_env(gpus))  # the .env keys under their own names
+    assert check["network_mode"] == "none" and check["restart"] == "no"
+    assert "deploy" not in check and "volumes" not in check  # no GPU, no cache, no outputs: it only reads
 
 
 @pytest.mark.parametrize(("method", "gpus"), list(itertools.product(METHODS, GPU_COUNTS)))

@@ -184,8 +184,8 @@ def test_trainer_killed_mid_run_resumes_when_brought_up_again(smoke, tmp_path):
     assert not state["Running"] and state["ExitCode"] == 137, state
     before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
     assert "resuming from" not in first_log.read_text()
-    # `up grpo` started the trainer and the assets it needs, no server and no other trainer.
-    assert set(compose.run("ps", "--all", "--services").stdout.split()) == {"tiny", "grpo"}
+    # `up grpo` started the trainer, the plan check and the assets it needs, no server and no other trainer.
+    assert set(compose.run("ps", "--all", "--services").stdout.split()) == {"plan-check", "tiny", "grpo"}
 
     # Brought up again, it resumes from the newest complete checkpoint and reaches the last step.
     since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -92,6 +92,19 @@ BAD = [
         {"TRLSTACK_VLLM_PORT": "51216"},
         ["--port and --group-port are both 51216"],
     ),
+    (
+        [],
+        ("plan", "--check"),
+        {"SERVE_GPUS": "0-3", "TRAIN_GPUS": "4"},
+        ["SERVE_GPUS='0-3' in .env", "write SERVE_GPUS=0,1,2,3"],
+    ),
+    (
+        [],
+        ("plan", "--check"),
+        {"SERVE_GPUS": "0,1", "TRAIN_GPUS": "1,2"},
+        ["GPU 1 is in both SERVE_GPUS=0,1"],
+    ),
+    ([], ("plan", "--check"), {"SERVE_GPUS": "", "TRAIN_GPUS": "1"}, ["SERVE_GPUS is not set"]),
     ([], ("deploy",), {}, ["invalid choice: 'deploy'"]),
     ([], (), {}, ["choose a command", "trlstack --help"]),
     ([], ("version", "--all"), {}, ["unrecognized arguments: --all"]),
@@ -147,6 +160,22 @@ def test_plan_detects_the_visible_gpus_and_shows_their_uuids(capsys, machine, mo
     code, out, _ = run(capsys, "plan")
     assert code == 0
     assert "serve  4,5" in out and "train  6,7" in out and "GPU-0007-h200" in out and "GPU-0000" not in out
+
+
+def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch):
+    for key, value in {
+        "SERVE_GPUS": "0,1",
+        "TRAIN_GPUS": "2,3",
+        "NUM_PROCESSES": "2",
+        "VLLM_PORT": "",
+    }.items():
+        monkeypatch.setenv(key, value)
+    code, out, err = run(capsys, "plan", "--check")
+    assert (code, out) == (0, "")
+    assert (
+        err
+        == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs, training on 2\n"
+    )
 
 
 def test_plan_takes_the_split_flags(capsys):

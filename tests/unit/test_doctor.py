@@ -56,9 +56,9 @@ def test_a_driver_without_a_version_is_a_warning():
 @pytest.mark.parametrize(
     ("capability", "level", "words"),
     [
-        ((9, 0), "ok", "compute capability 9.0: bf16"),
+        ((9, 0), "ok", "compute capability 9.0: train uses bf16"),
         ((8, 0), "ok", "bf16"),
-        ((7, 5), "info", "fp16 and sdpa (no bf16)"),
+        ((7, 5), "info", "train uses fp16 and sdpa (no bf16)"),
         ((7, 0), "fail", "CUDA 13 needs >= 7.5"),
         ((6, 1), "fail", "CUDA 13 needs >= 7.5"),
         (None, "info", "compute capability unknown"),
@@ -67,6 +67,16 @@ def test_a_driver_without_a_version_is_a_warning():
 def test_each_gpu_is_judged_by_its_compute_capability(capability, level, words):
     finding = doctor.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
     assert finding.level == level and words in finding.message and "GPU 0: NVIDIA H200" in finding.message
+
+
+@pytest.mark.parametrize("capability", [(9, 0), (8, 0), (7, 5), None])
+def test_doctor_says_the_precision_train_picks(capability):
+    from trlstack import policy
+
+    chosen, _ = policy.precision([gpu(capability=capability)])
+    finding = doctor.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
+    assert f"train uses {chosen}" in finding.message
+    assert {"bf16", "fp16"} - {chosen} & set(finding.message.replace(",", " ").split()) == set()
 
 
 def test_one_gpu_points_to_colocate_mode():
@@ -213,5 +223,5 @@ def test_doctor_on_a_gpu_machine(machine, capsys, monkeypatch):
     main(["doctor", "--port", "18000", "--group-port", "18001"])
     out = capsys.readouterr().out
     assert "ok    driver  NVIDIA driver 580.95.05 supports CUDA 13" in out
-    assert "GPU 1: NVIDIA H200, compute capability 9.0: bf16" in out
+    assert "GPU 1: NVIDIA H200, compute capability 9.0: train uses bf16" in out
     assert "vLLM serves on 0, training on 1" in out and "port 18001" in out

@@ -103,7 +103,7 @@ def test_select_visible_follows_cuda_visible_devices_in_its_order(value, expecte
         ("1," + UUIDS[1], "names GPU 1 twice"),
         ("GPU-", "matches several GPUs"),
         ("GPU-9999", "matches no GPU"),
-        ("MIG-1234", "neither a GPU index nor a GPU UUID"),
+        ("MIG-1234", "MIG-1234 matches no GPU"),
         ("zero", "neither a GPU index nor a GPU UUID"),
     ],
 )
@@ -113,16 +113,71 @@ def test_select_visible_rejects_values_that_name_no_gpu_here(value, message):
     assert message in str(error.value)
 
 
+A100 = "NVIDIA A100-SXM4-80GB"
+MIG_UUIDS = ["MIG-5c89a7f0-1111-5e3b-9e1b-0f0a1b2c3d4e", "MIG-9d0b3c1e-2222-5a7c-8f2d-1e2f3a4b5c6d"]
+MIGS = [Gpu(0, MIG_UUIDS[i], f"{A100} MIG 3g.40gb", (8, 0), "580.95.05", parent=UUIDS[0]) for i in range(2)]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (MIG_UUIDS[1], [MIG_UUIDS[1]]),
+        ("MIG-5c89", [MIG_UUIDS[0]]),  # a unique prefix, as CUDA takes one
+        (f"{MIG_UUIDS[0]},{MIG_UUIDS[1]}", MIG_UUIDS),
+    ],
+)
+def test_mig_uuids_select_mig_devices_as_cuda_does(value, expected):
+    chosen = select_visible(FOUR, value, MIGS)
+    assert [gpu.uuid for gpu in chosen] == expected
+    assert all(gpu.parent == UUIDS[0] and gpu.physical_uuid == UUIDS[0] for gpu in chosen)
+
+
+def test_a_mig_uuid_that_names_no_mig_device_here_is_refused():
+    with pytest.raises(UsageError, match="MIG-0000 matches no MIG device; this machine has 2 MIG devices"):
+        select_visible(FOUR, "MIG-0000", MIGS)
+
+
 def test_select_visible_without_a_driver_is_empty_whatever_the_variable_says():
     assert select_visible([], "0,1") == []
 
 
-def fake_nvml(count=2, fail_init=False, driver=b"580.95.05"):
-    """A stand-in for the NVML library (libnvidia-ml), the external boundary of discovery."""
+def fake_nvml(count=2, fail_init=False, driver=b"580.95.05", mig=None, capability_fails=()):
+    """A stand-in for the NVML library (libnvidia-ml), the external boundary of discovery. `mig`: GPU index
+    -> the UUIDs of its MIG devices (MIG mode on); `capability_fails`: GPUs whose capability NVML hides."""
     module = types.ModuleType("pynvml")
+    mig = mig or {}
 
     class NVMLError(Exception):
         pass
+
+    class NVMLError_NotSupported(NVMLError):  # noqa: N801 - pynvml's name
+        pass
+
+    class NVMLError_NotFound(NVMLError):  # noqa: N801 - pynvml's name
+        pass
+
+    def mig_mode(handle):
+        if isinstance(handle, tuple) or handle not in mig:
+            raise NVMLError_NotSupported("Not Supported")
+        return (1, 1)
+
+    def mig_handle(handle, index):
+        if index >= len(mig[handle]):
+            raise NVMLError_NotFound("Not Found")
+        return (handle, index)
+
+    def capability(handle):
+        if handle in capability_fails or isinstance(handle, tuple):
+            raise NVMLError_NotSupported("Not Supported")
+        return (8, 0) if handle in mig else (9, 0)
+
+    module.NVMLError = NVMLError
+    module.NVMLError_NotSupported = NVMLError_NotSupported
+    module.NVMLError_NotFound = NVMLError_NotFound
+    module.NVML_DEVICE_MIG_ENABLE = 1
+    module.nvmlDeviceGetMigMode = mig_mode
+    module.nvmlDeviceGetMaxMigDeviceCount = lambda handle: 7
+    module.nvmlDeviceGetMigDeviceHandleByIndex = mig_handle
 
     def init():
         if fail_init:
@@ -134,15 +189,48 @@ def fake_nvml(count=2, fail_init=False, driver=b"580.95.05"):
     module.nvmlSystemGetDriverVersion = lambda: driver
     module.nvmlDeviceGetCount = lambda: count
     module.nvmlDeviceGetHandleByIndex = lambda index: index
-    module.nvmlDeviceGetUUID = lambda handle: UUIDS[handle]
-    module.nvmlDeviceGetName = lambda handle: H200.encode()
-    module.nvmlDeviceGetCudaComputeCapability = lambda handle: (9, 0)
+    module.nvmlDeviceGetUUID = lambda h: mig[h[0]][h[1]] if isinstance(h, tuple) else UUIDS[h]
+    module.nvmlDeviceGetName = lambda h: (f"{A100} MIG 3g.40gb" if isinstance(h, tuple) else H200).encode()
+    module.nvmlDeviceGetCudaComputeCapability = capability
     return module
 
 
 def test_probe_reads_nvml_first(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_nvml())
     assert gpus.probe() == Probe(tuple(FOUR[:2]), "nvml")
+
+
+def test_probe_enumerates_mig_devices_with_their_gpus_capability(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(count=2, mig={0: MIG_UUIDS}))
+    found = gpus.probe()
+    assert [gpu.uuid for gpu in found.gpus] == UUIDS[:2] and found.gpus[0].compute_capability == (8, 0)
+    assert [(gpu.index, gpu.uuid, gpu.parent, gpu.compute_capability) for gpu in found.mig] == [
+        (0, MIG_UUIDS[0], UUIDS[0], (8, 0)),
+        (0, MIG_UUIDS[1], UUIDS[0], (8, 0)),
+    ]
+
+
+def test_visible_gpus_take_mig_uuids(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(count=2, mig={0: MIG_UUIDS}))
+    assert [gpu.uuid for gpu in gpus.visible_gpus({"CUDA_VISIBLE_DEVICES": MIG_UUIDS[1]})] == [MIG_UUIDS[1]]
+
+
+def test_a_gpu_whose_capability_nvml_does_not_give_is_still_found(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(count=2, capability_fails={1}))
+    found = gpus.probe()
+    assert [(gpu.uuid, gpu.compute_capability) for gpu in found.gpus] == [
+        (UUIDS[0], (9, 0)),
+        (UUIDS[1], None),
+    ]
+
+
+@pytest.mark.parametrize("order", ["FASTEST_FIRST", "fastest_first", "bogus"])
+def test_a_device_order_other_than_the_pci_bus_is_refused(monkeypatch, order):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_nvml(count=2))
+    with pytest.raises(UsageError, match=f"CUDA_DEVICE_ORDER={order} numbers"):
+        gpus.visible_gpus({"CUDA_DEVICE_ORDER": order, "CUDA_VISIBLE_DEVICES": "0"})
+    assert len(gpus.visible_gpus({"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})) == 2
+    assert len(gpus.visible_gpus({"CUDA_DEVICE_ORDER": ""})) == 2
 
 
 def test_probe_without_a_driver_finds_nothing_and_says_why(monkeypatch):

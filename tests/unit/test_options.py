@@ -1,5 +1,5 @@
 """Settings declared once: the parser, the environment, --help and the settings object come from the fields;
-flag > environment > default, errors that name the variable, and the check of what follows `--`."""
+flag > environment > default, errors that name the variable, and what follows `--`."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.options import (
     add_settings,
-    check_passthrough,
     one_of,
     parse_bool,
     positive_int,
@@ -98,31 +97,3 @@ def test_parser_errors_are_usage_errors_that_point_at_help():
 def test_split_extra_keeps_everything_after_the_first_double_dash():
     assert split_extra(["a", "--", "--b", "--", "c"]) == (["a"], ["--b", "--", "c"])
     assert split_extra(["a"]) == (["a"], [])
-
-
-TAKEN = {"--output_dir": "use --output-dir", "--tensor-parallel-size": "use yours", "-tp": "use yours"}
-
-
-@pytest.mark.parametrize(
-    "word",
-    [
-        "--output_dir",
-        "--output-dir",  # TRL and vLLM read _ and - alike
-        "--output_dir=/x",
-        "--output_d",  # argparse takes a unique abbreviation for the option
-        "--tensor_parallel_size=2",
-        "--tensor-parallel-size.x",  # vLLM's nested form
-        "-tp",
-        "-tp=2",
-    ],
-)
-def test_an_option_the_role_sets_is_refused_however_it_is_spelt(word):
-    with pytest.raises(
-        UsageError, match=f"^{word.split('=')[0]} after `--` would override role's setting; use "
-    ):
-        check_passthrough(["--seed", "1", word, "v"], TAKEN, "role")
-
-
-@pytest.mark.parametrize("extra", [["--seed", "-1"], ["--output_dirs", "x"], ["--", "-t"], ["value", "-"]])
-def test_other_arguments_pass(extra):
-    check_passthrough(extra, TAKEN, "role")

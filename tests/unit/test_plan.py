@@ -9,7 +9,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
-from trlstack.plan import ENV_KEYS, make_plan, merge_env, render, render_env, render_json, render_table
+from trlstack.plan import (
+    ENV_KEYS,
+    check_env,
+    make_plan,
+    merge_env,
+    render,
+    render_env,
+    render_json,
+    render_table,
+)
 
 
 def machine(n):
@@ -281,3 +290,60 @@ def test_merge_env_reads_the_file_as_compose_does():
 def test_merge_env_into_an_empty_file_is_the_rendering():
     plan = make_plan(machine(2))
     assert merge_env("", plan) == render_env(plan)
+
+
+# The plan as .env holds it, checked before anything starts (`trlstack plan --check`, compose's plan-check).
+
+EIGHT = {
+    "SERVE_GPUS": "0,1,2,3",
+    "TRAIN_GPUS": "4,5,6,7",
+    "TENSOR_PARALLEL_SIZE": "1",
+    "DATA_PARALLEL_SIZE": "4",
+}
+EIGHT |= {"NUM_PROCESSES": "4", "VLLM_PORT": "8000", "VLLM_GROUP_PORT": "51216"}
+
+
+def test_a_plan_written_by_plan_passes_its_check():
+    for n in (2, 4, 8, 64):
+        assert "are disjoint" in check_env(make_plan(machine(n)).env())
+    assert check_env({"SERVE_GPUS": "3", "TRAIN_GPUS": "0,1"}) == (
+        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU, training on 2"
+    )
+
+
+BAD_ENV = [
+    (
+        {"SERVE_GPUS": "0-3"},
+        "SERVE_GPUS='0-3' in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES and "
+        "Docker's device_ids, which take GPU indices separated by commas; write SERVE_GPUS=0,1,2,3",
+    ),
+    ({"TRAIN_GPUS": "4-7"}, "write TRAIN_GPUS=4,5,6,7"),
+    ({"TRAIN_GPUS": " 4, 5"}, "write TRAIN_GPUS=4,5"),
+    ({"SERVE_GPUS": "0;1"}, "SERVE_GPUS='0;1' in .env is not a list of GPU indices"),
+    ({"SERVE_GPUS": "GPU-8a1b"}, "SERVE_GPUS='GPU-8a1b' in .env is not a list of GPU indices"),
+    ({"SERVE_GPUS": ""}, "SERVE_GPUS is not set; write .env with `trlstack plan --format env -o .env`"),
+    ({"TRAIN_GPUS": None}, "TRAIN_GPUS is not set"),
+    ({"SERVE_GPUS": "0,0"}, "SERVE_GPUS '0,0' names GPU 0 twice"),
+    ({"SERVE_GPUS": "0,1,2,3,4"}, "GPU 4 is in both SERVE_GPUS=0,1,2,3,4 and TRAIN_GPUS=4,5,6,7"),
+    ({"TRAIN_GPUS": "0,1,2,3"}, "GPU 0-3 is in both SERVE_GPUS=0,1,2,3 and TRAIN_GPUS=0,1,2,3"),
+    ({"SERVE_GPUS": "5000"}, "beyond any machine"),
+    ({"TENSOR_PARALLEL_SIZE": "0"}, "TENSOR_PARALLEL_SIZE='0' in .env is not a positive whole number"),
+    ({"NUM_PROCESSES": "-1"}, "NUM_PROCESSES='-1' in .env is not a positive whole number"),
+    ({"DATA_PARALLEL_SIZE": "many"}, "DATA_PARALLEL_SIZE='many' in .env is not a positive whole number"),
+    (
+        {"TENSOR_PARALLEL_SIZE": "2"},
+        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 has 4",
+    ),
+    ({"TENSOR_PARALLEL_SIZE": "8", "DATA_PARALLEL_SIZE": ""}, "TENSOR_PARALLEL_SIZE=8 needs 8 GPUs, but"),
+    ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
+    ({"VLLM_PORT": "80000"}, "VLLM_PORT='80000' in .env is not a TCP port (1-65535)"),
+    ({"VLLM_GROUP_PORT": "8000"}, "VLLM_PORT and VLLM_GROUP_PORT are both 8000"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_ENV, ids=[str(case[0]) for case in BAD_ENV])
+def test_a_hand_written_plan_is_refused_naming_the_variable_as_written(change, message):
+    values = {key: value for key, value in {**EIGHT, **change}.items() if value is not None}
+    with pytest.raises(UsageError) as error:
+        check_env(values)
+    assert message in str(error.value)

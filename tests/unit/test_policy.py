@@ -39,10 +39,14 @@ def test_precision_on_the_cpu_is_fp32():
     assert precision([], cpu=True) == ("fp32", "CPU run")
 
 
-def test_unknown_capability_assumes_a_cuda_13_gpu_and_says_so():
-    mode, why = precision([Gpu(0)])
-    assert mode == "bf16"
-    assert "unknown" in why
+def test_without_evidence_of_the_capability_the_precision_every_cuda_13_gpu_has_is_chosen_and_said():
+    for gpus in ([Gpu(0)], [gpu((9, 0)), Gpu(1)]):
+        mode, why = precision(gpus)
+        assert mode == "fp16"
+        assert why == (
+            "compute capability unknown: fp16, which every GPU CUDA 13 supports has "
+            "(bf16 needs 8.0; set bf16: true in the config for Ampere or newer)"
+        )
 
 
 def always(reason):

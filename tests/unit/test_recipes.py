@@ -1,7 +1,8 @@
 """The bundled recipes: TRL-format YAML that the recipe scripts accept, with what a run needs.
 
-The light install has no TRL, so keys are checked against keys.json; where TRL is installed (the image, the
-GPU extra) keys.json itself is checked against TRL's dataclasses and the configs against TRL's own parser.
+The light install has no TRL, so keys are checked against the parser table (parsers.json); where TRL is
+installed (the image, the GPU extra) the keys are checked against TRL's dataclasses and the configs against
+TRL's own parser.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ def test_group_sizes_divide_the_batch(recipe):
         assert config["per_device_train_batch_size"] % config["num_generations"] == 0
 
 
-def test_keys_json_has_every_recipe_and_the_trainer_basics():
+def test_accepted_keys_of_every_recipe_hold_the_trainer_basics():
     for name in RECIPES:
         keys = accepted_keys(name)
         assert {"model_name_or_path", "dataset_name", "learning_rate", "output_dir", "use_vllm"} <= keys
@@ -77,7 +78,7 @@ def test_the_recipe_module_of_our_own_is_packaged():
 
 @needs_trl
 @pytest.mark.parametrize("name", sorted(RECIPES))
-def test_keys_json_matches_the_installed_trl(name):
+def test_accepted_keys_are_the_installed_trl_dataclasses_fields(name):
     assert sorted(accepted_keys(name) - {"env"}) == keys_from_trl(name)
 
 

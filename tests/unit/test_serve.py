@@ -40,8 +40,13 @@ def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
         "--data-parallel-size", str(serve_gpus),
         "--gpu-memory-utilization", "0.9",
     ]  # fmt: skip
-    # vLLM's own top-k/top-p sampler: FlashInfer's would compile kernels the shipped wheels cannot build.
-    assert command.env == {"VLLM_SERVER_DEV_MODE": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    # CUDA numbers GPUs as nvidia-smi and the plan do only in PCI bus order, whoever starts the role; vLLM's
+    # own top-k/top-p sampler, as FlashInfer's would compile kernels the shipped wheels cannot build.
+    assert command.env == {
+        "VLLM_SERVER_DEV_MODE": "1",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    }
 
 
 def test_eight_gpus_with_tensor_parallel_two_and_every_option():
@@ -73,11 +78,17 @@ def test_shell_form_is_the_seed_line_and_reparses_to_the_same_argv():
     command = build_command(ServeSettings(), gpus(1))
     line = command.shell()
     assert line.startswith(
-        "VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve "
+        "Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1"
     )
-    assert shlex.split(line) == ["VLLM_SERVER_DEV_MODE=1", "VLLM_USE_FLASHINFER_SAMPLER=0", *command.argv]
+    assert shlex.split(line) == [
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        "VLLM_SERVER_DEV_MODE=1",
+        "VLLM_USE_FLASHINFER_SAMPLER=0",
+        *command.argv,
+    ]
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1", "10.1.2.3", "172.18.0.2", "192.168.1.20", "fd00::5"])
@@ -89,6 +100,12 @@ def test_a_host_name_is_judged_by_the_addresses_it_resolves_to():
     check_bind("vllm", allow_public=False, resolve=lambda name: ["172.20.0.3"])
     with pytest.raises(UsageError, match="public address 8.8.4.4"):
         check_bind("vllm", allow_public=False, resolve=lambda name: ["172.20.0.3", "8.8.4.4"])
+
+
+@pytest.mark.parametrize("resolved", [["0.0.0.0"], ["::"], ["::ffff:0.0.0.0"], ["127.0.0.1", "0.0.0.0"]])
+def test_a_host_name_for_the_any_address_is_every_interface(resolved):
+    with pytest.raises(UsageError, match="binds the server on every interface"):
+        check_bind("anywhere", allow_public=False, resolve=lambda name: resolved)
 
 
 def test_localhost_resolves_for_real():
@@ -116,7 +133,7 @@ def test_main_execs_vllm_with_the_added_environment(clean_env, machine, on_path,
         "--tensor-parallel-size", "1", "--data-parallel-size", "2",
         "--gpu-memory-utilization", "0.9", "--max-model-len", "2048", "--enforce-eager",
     ]  # fmt: skip
-    assert env["VLLM_SERVER_DEV_MODE"] == "1"
+    assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the caller's choice passes through
 
 
@@ -133,7 +150,8 @@ def test_print_command_prints_one_shell_line_and_runs_nothing(clean_env, capsys,
     assert serve.main(["--gpus", "2", "--print-command"]) == 0
     out = capsys.readouterr().out
     assert out == (
-        "VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve Qwen/Qwen2.5-0.5B-Instruct "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve "
+        "Qwen/Qwen2.5-0.5B-Instruct "
         """--weight-transfer-config '{"backend": "nccl"}' """
         "--logprobs-mode processed_logprobs --max-logprobs -1 "
         "--host 127.0.0.1 --port 8000 --tensor-parallel-size 1 --data-parallel-size 2 "
@@ -172,7 +190,75 @@ BAD_INPUT = [
     (["--", "--port=9000"], {}, [0], "use serve-vllm's own --port (before `--`)"),
     (["--", "-tp", "2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
     (["--", "--max-logprobs", "5"], {}, [0], "TRL needs the value serve-vllm sets"),
+    # The bind guard by meaning: every spelling of the any-address, and of --host, that vLLM or we accept.
+    (["--host", "::ffff:0.0.0.0"], {}, [0], "binds the server on every interface"),
+    (["--host", "0"], {}, [0], "binds the server on every interface"),
+    (["--host=::"], {}, [0], "binds the server on every interface"),
+    (["--ho", "0.0.0.0"], {}, [0], "binds the server on every interface"),
+    ([], {"TRLSTACK_VLLM_HOST": "::ffff:0.0.0.0"}, [0], "binds the server on every interface"),
+    (["--host", "::ffff:8.8.8.8"], {}, [0], "public address 8.8.8.8"),
+    (
+        ["--", "--ho", "0.0.0.0"],
+        {},
+        [0],
+        "--ho after `--` would override serve-vllm's setting (vllm serve reads",
+    ),
+    (["--", "--host=::"], {}, [0], "--host after `--` would override serve-vllm's setting"),
+    (
+        ["--", "-t", "2"],
+        {},
+        [0, 1],
+        "-t after `--` would override serve-vllm's setting (vllm serve reads it as -tp)",
+    ),
+    (["--", "-tp=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--tensor_parallel=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--weight_transfer_config.backend=gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--weight-transfer.backend", "gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--model", "org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--model=org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--max-num-seqs", "8", "--max-model-len=99"], {}, [0], "use serve-vllm's own --max-model-len"),
+    (
+        ["--", "--enforce-eagre"],
+        {},
+        [0],
+        "vllm serve has no option --enforce-eagre (after `--`) (did you mean",
+    ),
+    (["--", "--enable", "x"], {}, [0], "--enable after `--` is ambiguous for vllm serve: it could be"),
+    (["--", "--config=c.yaml"], {}, [0], "reads a config file only as `--config FILE`"),
+    (
+        ["--", "--config", "host.yaml"],
+        {},
+        [0],
+        "`host` in --config host.yaml would override serve-vllm's setting",
+    ),
+    (["--", "--config", "dotted.yaml"], {}, [0], "`weight_transfer_config` in --config dotted.yaml would"),
+    (
+        ["--", "--config", "typo.yaml"],
+        {},
+        [0],
+        "vllm serve has no option `max_num_sqs` (in --config typo.yaml)",
+    ),
+    (["--", "--config", "c.txt"], {}, [0], "reads only .yaml or .yml config files"),
+    (["--", "--config", "list.yaml"], {}, [0], "must be a YAML mapping of vLLM options"),
+    (["--", "--config", "absent.yaml"], {}, [0], "--config absent.yaml: no such file"),
+    (["--", "--config", "ok.yaml", "--config", "ok.yaml"], {}, [0], "--config is given more than once"),
+    (["--", "--config"], {}, [0], "--config after `--` needs a file"),
+    (
+        [],
+        {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        [0, 1],
+        "CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently",
+    ),
 ]
+
+VLLM_CONFIGS = {
+    "host.yaml": "max-num-seqs: 8\nhost: 0.0.0.0\n",
+    "dotted.yaml": "weight_transfer_config:\n  backend: gloo\n",
+    "typo.yaml": "max_num_sqs: 8\n",
+    "c.txt": "max-num-seqs: 8\n",
+    "list.yaml": "- max-num-seqs\n",
+    "ok.yaml": "max-num-seqs: 8\n",
+}
 
 
 @pytest.mark.parametrize(("argv", "env", "machine_gpus", "message"), BAD_INPUT)
@@ -180,6 +266,9 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     clean_env, machine, capsys, no_exec, tmp_path, argv, env, machine_gpus, message
 ):
     machine(gpus(len(machine_gpus)))
+    clean_env.chdir(tmp_path)
+    for name, text in VLLM_CONFIGS.items():
+        (tmp_path / name).write_text(text)
     clean_env.setenv("PATH", str(tmp_path))  # no vllm on PATH unless a case wants one
     for name, value in env.items():
         clean_env.setenv(name, value)

@@ -34,7 +34,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no",
         *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1"}
+    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
 
 
@@ -42,7 +42,7 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     settings = TrainSettings(
         recipe="grpo", vllm_url="http://vllm:8000", vllm_group_port=51300, host_ip="trainer"
     )
-    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4))
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4), is_local=lambda address: address == "trainer")
     config = launch.config
     assert {key: config[key] for key in GRPO if key != "output_dir"} == {
         key: value for key, value in GRPO.items() if key != "output_dir"
@@ -53,8 +53,22 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     assert config["vllm_group_port"] == 51300
     assert (config["bf16"], config["fp16"]) == (True, False)
     assert config["model_init_kwargs"] == {"attn_implementation": "kernels-community/flash-attn3"}
-    assert launch.command.env == {"VLLM_HOST_IP": "trainer"}
+    assert launch.command.env == {"VLLM_HOST_IP": "trainer", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
     assert "resume_from_checkpoint" not in config
+
+
+def test_a_server_on_another_host_gets_the_address_this_machine_reaches_it_from():
+    settings = TrainSettings(recipe="grpo", vllm_url="http://10.0.0.7:8000")
+    routes = []
+
+    def route(host, port):
+        routes.append((host, port))
+        return "10.0.0.5"
+
+    launch = build_launch(settings, GRPO, "c", gpus(2), route=route)
+    assert launch.command.env["VLLM_HOST_IP"] == "10.0.0.5"
+    assert routes == [("10.0.0.7", 8000)]
+    assert launch.notes[0] == "VLLM_HOST_IP=10.0.0.5 (the address this machine reaches 10.0.0.7 from)"
 
 
 def test_rloo_and_online_dpo_run_their_scripts():
@@ -73,7 +87,7 @@ def test_colocate_mode_needs_no_server():
     launch = build_launch(TrainSettings(recipe="grpo", vllm_mode="colocate"), GRPO, "c", gpus(1))
     assert launch.config["vllm_mode"] == "colocate"
     assert "vllm_server_base_url" not in launch.config
-    assert launch.command.env == {"VLLM_USE_FLASHINFER_SAMPLER": "0"}  # vLLM runs in the trainer
+    assert launch.command.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
     assert launch.command.argv[:4] == ["accelerate", "launch", "--num_processes", "1"]
 
 
@@ -179,6 +193,16 @@ def test_resume_from_the_newest_checkpoint_unless_the_user_chose_one():
     assert launch.config["resume_from_checkpoint"] == "o/checkpoint-3"
 
 
+def test_a_mig_device_of_a_serving_gpu_overlaps_it():
+    machine = gpus(4)
+    mig = Gpu(1, "MIG-9d0b3c1e", "A100 MIG 3g.40gb", (8, 0), parent=machine[1].uuid)
+    check_overlap([mig], [0], machine)
+    with pytest.raises(
+        train.UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"
+    ):
+        check_overlap([mig], [1], machine)
+
+
 def test_overlap_is_judged_by_uuid():
     machine = gpus(4)
     check_overlap(machine[2:], [0, 1], machine)
@@ -211,7 +235,7 @@ def test_main_waits_checks_writes_and_execs(
     on_path("accelerate")
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
-    clean_env.setenv("VLLM_HOST_IP", "10.0.0.9")
+    clean_env.setenv("VLLM_HOST_IP", "127.0.0.2")  # the user's choice of an address of this machine
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--config", str(mine), "--serve-gpus", "0-3", "--health-timeout", "30"])
     [(program, argv, child_env)] = exec_calls
@@ -220,7 +244,7 @@ def test_main_waits_checks_writes_and_execs(
         "accelerate", "launch", "--num_processes", "4", "--multi_gpu",
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
-    assert child_env["VLLM_HOST_IP"] == "10.0.0.9"
+    assert child_env["VLLM_HOST_IP"] == "127.0.0.2"
     assert vllm_server.requests == ["/health", "/health", "/server_info?config_format=json"]
     merged = yaml.safe_load((run_dir / "outputs/grpo/trlstack-grpo.yaml").read_text())
     assert merged["learning_rate"] == 3e-6
@@ -229,20 +253,63 @@ def test_main_waits_checks_writes_and_execs(
     assert not [p for p in (run_dir / "outputs/grpo").iterdir() if p.name.endswith(".tmp")]
 
 
-def test_a_different_served_model_is_pointed_out(
+def serving(vllm_server, model):
+    import json
+
+    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": model}}
+    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+
+
+def test_a_different_served_model_is_refused_before_training_starts(
+    run_dir, clean_env, machine, on_path, no_exec, vllm_server, capsys
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    serving(vllm_server, "org/other")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    assert train.main(["grpo", "--model", "org/mine"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"train: error: the vLLM server at {vllm_server.url} serves org/other, but this run trains org/mine"
+        in err
+    )
+    assert "TRL's first weight sync would fail" in err and "--allow-other-served-model" in err
+    assert not (run_dir / "outputs").exists()
+
+
+@pytest.mark.parametrize("allow", [["--allow-other-served-model"], ["--allow-other"]])
+def test_the_flag_or_its_variable_lets_an_intended_other_name_through(
+    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys, allow
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    serving(vllm_server, "/models/my-copy")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--model", "org/mine", *allow])
+    assert "serves /models/my-copy and this run trains org/mine: allowed by --allow-other-served-model" in (
+        capsys.readouterr().err
+    )
+    clean_env.setenv("TRLSTACK_ALLOW_OTHER_SERVED_MODEL", "1")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--model", "org/mine"])
+
+
+def test_a_local_copy_of_the_trained_model_is_recognised(
     run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
 ):
     import json
 
+    for name in ("served", "trained"):
+        (run_dir / name).mkdir()
+        (run_dir / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 8}))
     machine(gpus(2))
     on_path("accelerate")
-    config = {"weight_transfer_config": {"backend": "nccl"}, "model_config": {"model": "org/other"}}
-    vllm_server.server_info = (200, json.dumps({"vllm_config": config}).encode())
+    serving(vllm_server, str(run_dir / "served"))
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     with pytest.raises(exec_calls.Execd):
-        train.main(["grpo", "--model", "org/mine"])
-    err = capsys.readouterr().err
-    assert "the server serves org/other and this run trains org/mine; they must be the same model" in err
+        train.main(["grpo", "--model", str(run_dir / "trained")])
+    assert "their config.json files agree on the architecture and every size" in capsys.readouterr().err
 
 
 def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
@@ -361,12 +428,15 @@ def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, on_path, exe
 
 def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, capsys, no_exec):
     assert train.main(["rloo", "--gpus", "4", "--print-command"]) == 0
-    out = capsys.readouterr().out.splitlines()
+    captured = capsys.readouterr()
+    out = captured.out.splitlines()
+    # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
-        "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu --num_machines 1 "
-        "--mixed_precision bf16 --dynamo_backend no -m trlstack.recipes.run trl.scripts.rloo "
-        "--config outputs/rloo/trlstack-rloo.yaml"
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu "
+        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.recipes.run "
+        "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
     )
+    assert "train: precision fp16 (compute capability unknown: fp16, which every GPU" in captured.err
     assert "#   vllm_mode: server" in out
     assert not (run_dir / "outputs").exists()
 
@@ -388,6 +458,11 @@ BAD_INPUT = [
     (["online-dpo", "--config", "no_data.yaml"], {}, "reward_model_path or reward_funcs"),
     (["grpo", "--config", "bad_kwargs.yaml"], {}, "model_init_kwargs must be a mapping"),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": ""}, "train needs a CUDA GPU and none is visible"),
+    (
+        ["grpo", "--serve-gpus", "0"],
+        {"CUDA_VISIBLE_DEVICES": "-1"},
+        "train needs a CUDA GPU and none is visible",
+    ),
     (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, UNREACHABLE),
     (["grpo", "--health-timeout", "1"], {"TRLSTACK_VLLM_URL": "closed"}, "raise --health-timeout"),
     (["grpo"], {"TRLSTACK_VLLM_URL": "no_weight_transfer"}, "has no weight-transfer engine"),
@@ -398,7 +473,12 @@ BAD_INPUT = [
         "which --serve-gpus gives the vLLM server",
     ),
     (["grpo", "--serve-gpus", "6"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus names GPU 6"),
-    (["grpo", "--serve-gpus", "0-"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus '0-'"),
+    (
+        ["grpo", "--serve-gpus", "0-"],
+        {"CUDA_VISIBLE_DEVICES": "2,3"},
+        "argument --serve-gpus: '0-': '0-' is not",
+    ),
+    (["grpo"], {"TRLSTACK_SERVE_GPUS": "0-"}, "TRLSTACK_SERVE_GPUS='0-' is not valid for --serve-gpus"),
     (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
     (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
     (["grpo", "--num-processes", "3"], {"CUDA_VISIBLE_DEVICES": "0,1"}, "--num-processes 3 needs a GPU each"),
@@ -410,8 +490,32 @@ BAD_INPUT = [
     (["grpo", "--vllm-group-port", "8000"], {}, "is the server's HTTP port in --vllm-url"),
     (["grpo"], {"TRLSTACK_CPU": "perhaps"}, "TRLSTACK_CPU='perhaps' is not valid for --cpu"),
     (["grpo"], {"VLLM_HOST_IP": "http://10.0.0.1"}, "is not an IP address or host name"),
+    # A server on another host cannot reach the trainer at 127.0.0.1: refused before the wait.
+    (
+        ["grpo", "--vllm-url", "http://10.255.0.7:8000"],
+        {"VLLM_HOST_IP": "127.0.0.1"},
+        "is 127.0.0.1, this machine's loopback, but the vLLM server at http://10.255.0.7:8000 is on "
+        "10.255.0.7",
+    ),
+    (
+        ["grpo", "--vllm-url", "http://10.255.0.7:8000", "--host-ip", "localhost"],
+        {},
+        "this machine's loopback",
+    ),
+    (["grpo", "--host-ip", "192.0.2.1"], {}, "192.0.2.1, which is not an address of this machine"),
+    (
+        ["grpo", "--vllm-url", "http://no-such-host.invalid:8000"],
+        {},
+        "no route from this machine to the vLLM",
+    ),
     (["grpo", "--gpus", "2"], {}, "--gpus N only describes another machine"),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": "GPU-nope"}, "CUDA_VISIBLE_DEVICES='GPU-nope'"),
+    (
+        ["grpo"],
+        {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        "CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently",
+    ),
+    (["grpo"], {"CUDA_VISIBLE_DEVICES": "MIG-9d0b"}, "MIG-9d0b matches no GPU (no GPU here is in MIG mode)"),
     (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
     (["grpo", "--cpu"], {"PATH": ""}, "`accelerate` is not on PATH"),
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
@@ -424,6 +528,34 @@ BAD_INPUT = [
         {"TRLSTACK_OUTPUT_DIR": "a_file/grpo"},
         "a_file is a file. Choose another --output-dir",
     ),
+    # The imposed TRL settings by meaning: both spellings, `=` forms, abbreviations TRL's parser accepts.
+    (["grpo", "--", "--output-dir", "/x"], {}, "--output-dir after `--` would override train's setting"),
+    (["grpo", "--", "--output-d=/x"], {}, "(the grpo script reads it as --output-dir); use --output-dir"),
+    (["grpo", "--", "--outp", "/x"], {}, "--outp after `--` would override train's setting"),
+    (["grpo", "--", "--use-vllm", "false"], {}, "use --cpu for a run without vLLM"),
+    (["grpo", "--", "--vllm_mod", "colocate"], {}, "use --vllm-mode"),
+    (["grpo", "--", "--vllm-server-base-url", "http://x:1"], {}, "use --vllm-url"),
+    (["grpo", "--", "--vllm_group=1"], {}, "use --vllm-group-port"),
+    (["grpo", "--", "--bf16=false"], {}, "use bf16/fp16 in the config file"),
+    (["grpo", "--", "--config", "other.yaml"], {}, "use --config (before `--`)"),
+    # A TRL key the recipe's script does not have fails now, not after the wait for the server.
+    (
+        ["grpo", "--", "--learnig_rate", "1e-6"],
+        {},
+        "the grpo script has no option --learnig_rate (after `--`) (did you mean --learning_rate?)",
+    ),
+    (
+        ["online-dpo", "--", "--num_generations", "4"],
+        {},
+        "the online-dpo script has no option --num_generations",
+    ),
+    (
+        ["rloo", "--", "--vllm-server_base_url", "x"],
+        {},
+        "the rloo script has no option --vllm-server_base_url",
+    ),
+    (["grpo", "--", "--save", "5"], {}, "--save after `--` is ambiguous for the grpo script"),
+    (["grpo", "--config", "dashed.yaml"], {}, "learning-rate (did you mean learning_rate?)"),
 ]
 
 CONFIGS = {
@@ -433,6 +565,7 @@ CONFIGS = {
     "no_model.yaml": "dataset_name: d\nreward_funcs: [accuracy_reward]\n",
     "no_data.yaml": "model_name_or_path: m\n",
     "bad_kwargs.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nmodel_init_kwargs: [1]\n",
+    "dashed.yaml": "model_name_or_path: m\ndataset_name: d\nreward_funcs: [a]\nlearning-rate: 0.1\n",
 }
 
 
@@ -455,6 +588,7 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
         vllm_server.server_info = (404, b'{"detail": "Not Found"}')
     clean_env.setenv("PATH", str(run_dir))
     on_path("accelerate")  # a stand-in that never runs: exec is refused
+    clean_env.setenv("TRLSTACK_HEALTH_TIMEOUT", "3")  # a check that waited for the server first would fail
     for name, value in env.items():
         clean_env.setenv(name, servers.get(value, value))
     assert train.main(argv) == 1
@@ -462,3 +596,14 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     assert "train: error: " in err
     assert message in err
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
+
+
+def test_a_typo_after_the_double_dash_fails_before_the_server_is_asked(
+    run_dir, clean_env, machine, on_path, capsys, no_exec, vllm_server
+):
+    machine(gpus(2))
+    on_path("accelerate")
+    clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
+    assert train.main(["grpo", "--", "--max_step", "5", "--per_device_train_batch_sise", "8"]) == 1
+    assert "has no option --per_device_train_batch_sise" in capsys.readouterr().err
+    assert vllm_server.requests == []  # refused at once, not after the health wait

@@ -1,26 +1,24 @@
 """The training recipes `train` runs: TRL's own GRPO and RLOO scripts, and our Online DPO script.
 
-Each recipe has a bundled YAML in TRL's config format beside this file, and the set of keys its script's
-dataclasses accept (keys.json, read without importing TRL, which takes seconds and pulls in torch).
-`python -m trlstack.recipes` regenerates keys.json from the installed TRL.
+Each recipe has a bundled YAML in TRL's config format beside this file. The keys its script accepts are the
+`dest`s of its parser's options, read from trlstack/parsers.json without importing TRL (which takes seconds
+and pulls in torch); `python -m trlstack.passthrough` regenerates that table from the installed TRL.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-HERE = Path(__file__).parent
-KEYS_FILE = HERE / "keys.json"
 
 # Every recipe's script runs through this module: a stop signal then ends it with a checkpoint (run.py).
 RUNNER = "trlstack.recipes.run"
 
 # TrlParser reads this key itself: environment variables to set before training.
 PARSER_KEYS = frozenset({"env"})
+# Options of the script's parser that are no config key: --help, and --config (the file itself).
+NOT_FIELDS = frozenset({"help", "config"})
 
 
 @dataclass(frozen=True)
@@ -76,9 +74,10 @@ RECIPES: dict[str, Recipe] = {
 
 @cache
 def accepted_keys(recipe: str) -> frozenset[str]:
-    """The config keys the recipe's script accepts (its dataclasses' fields), from keys.json."""
-    table = json.loads(KEYS_FILE.read_text())
-    return frozenset(table[recipe]) | PARSER_KEYS
+    """The config keys the recipe's script accepts (its dataclasses' fields): its parser's option dests."""
+    from trlstack.passthrough import receiver
+
+    return (frozenset(receiver(recipe).options.values()) - NOT_FIELDS) | PARSER_KEYS
 
 
 def keys_from_trl(recipe: str) -> list[str]:
@@ -91,7 +90,3 @@ def keys_from_trl(recipe: str) -> list[str]:
         module, cls = path.split(":")
         names |= {f.name for f in dataclasses.fields(getattr(importlib.import_module(module), cls)) if f.init}
     return sorted(names)
-
-
-def write_keys_file(path: Path = KEYS_FILE) -> None:
-    path.write_text(json.dumps({name: keys_from_trl(name) for name in RECIPES}, indent=1) + "\n")
