@@ -18,10 +18,11 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from children import run_case  # bench/, the script's folder
 
 IMPLEMENTATIONS = [
     "eager",
@@ -117,15 +118,7 @@ def run_child(implementation: str, precision: str, args: argparse.Namespace) -> 
         "--steps",
         str(args.steps),
     ]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.case_timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "reason": f"timed out after {args.case_timeout} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode == 0 and lines:
-        return {"status": "ok", **json.loads(lines[-1])}
-    tail = (done.stderr or done.stdout).strip().splitlines()[-6:]
-    return {"status": "failed", "reason": " | ".join(tail)[-800:]}
+    return run_case(argv, args.case_timeout)
 
 
 def environment() -> dict:

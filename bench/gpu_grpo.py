@@ -17,11 +17,12 @@ import json
 import os
 import statistics
 import string
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from children import run_case  # bench/, the script's folder
 
 MODES = ["vllm-colocate", "generate"]
 # Needs a vLLM server on another GPU (--server-url); bench/gpu_server_mode.py starts one and runs this mode.
@@ -178,15 +179,7 @@ def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
 def run_child(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
     argv = [sys.executable, __file__, "--child", mode, model_dir] + args.passthrough
     env = {**os.environ, "VLLM_USE_FLASHINFER_SAMPLER": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "0")}
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.mode_timeout, env=env)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "reason": f"timed out after {args.mode_timeout} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode == 0 and lines:
-        return {"status": "ok", **json.loads(lines[-1])}
-    sys.stderr.write(done.stderr[-4000:])
-    return {"status": "failed", "reason": " | ".join(done.stderr.strip().splitlines()[-6:])[-800:]}
+    return run_case(argv, args.mode_timeout, env)
 
 
 def main() -> int:

@@ -34,6 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from children import run_case  # noqa: E402
 from gpu_grpo import QWEN25_05B, make_model, make_tokenizer, reward_early_letters, words  # noqa: E402
 
 STARTED = time.time()  # the child process's start, for the time to the first finished step
@@ -374,18 +375,7 @@ def child(kind: str, shape: str, variant: str, model_dir: str, args) -> dict:
 
 def run_child(case: tuple[str, str, str], model_dir: str, args) -> dict:
     argv = [sys.executable, __file__, "--child", *case, model_dir, *args.passthrough]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=args.case_timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "reason": f"timed out after {args.case_timeout} s"}
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode == 0 and lines:
-        return {"status": "ok", **json.loads(lines[-1])}
-    text = done.stderr
-    reason = "out of GPU memory" if "OutOfMemoryError" in text or "out of memory" in text else ""
-    sys.stderr.write(text[-3000:])
-    tail = " | ".join(text.strip().splitlines()[-4:])[-600:]
-    return {"status": "oom" if reason else "failed", "reason": reason or tail}
+    return run_case(argv, args.case_timeout)
 
 
 def overhead(results: list[dict]) -> list[dict]:

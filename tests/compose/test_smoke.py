@@ -87,10 +87,14 @@ def check_resumed(run: Path, before: dict[int, dict[str, str]], log: str, steps:
     return resumed_at
 
 
-def smoke_stack(project, image: str, outputs: Path, **settings: str):
-    """A compose project of the CPU smoke stack of `image`, writing into the host folder `outputs`."""
+def smoke_stack(project, image: str, outputs: Path, gpus: int = 2, **settings: str):
+    """A compose project of the CPU smoke stack of `image` on the plan for `gpus`, writing into `outputs`."""
     return project(
-        files=(COMPOSE_FILE, SMOKE_FILE), TRLSTACK_IMAGE=image, TRLSTACK_OUTPUTS=str(outputs), **settings
+        gpus,
+        files=(COMPOSE_FILE, SMOKE_FILE),
+        TRLSTACK_IMAGE=image,
+        TRLSTACK_OUTPUTS=str(outputs),
+        **settings,
     )
 
 
@@ -128,6 +132,7 @@ def test_compose_stop_saves_the_step_reached_and_up_resumes_after_it(
         project,
         trlstack_image,
         outputs,
+        gpus=1 + processes,  # the plan-check holds the smoke to a consistent plan: a training GPU per process
         SMOKE_STEPS=str(STOP_STEPS),
         SMOKE_SAVE_STEPS="1000",  # no periodic checkpoint: the only one is the stop's
         NUM_PROCESSES=str(processes),
