@@ -1,16 +1,21 @@
 """Two builds of one commit give one image: the image rebuilt without the layer cache has the same image ID
 (the sha256 of its config, which names every layer by the sha256 of its content). The download cache stays:
-uv checks every wheel against uv.lock's hashes, so where a wheel comes from cannot change the image.
+uv checks every wheel against uv.lock's hashes, and a warm cache, which changes the order uv installs wheels
+in, must not change the image.
 bench/reproducible.py does the full check (two builds from clean caches, layer by layer)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+from reproducible import compare_layers, layer_manifests  # noqa: E402
 
 pytestmark = pytest.mark.docker
 
@@ -28,8 +33,12 @@ def test_a_rebuild_without_cache_is_the_same_image(
     try:
         image_builder(rebuild, tmp_path / "rebuild.log", "--no-cache")
         (first, first_layers), (second, second_layers) = map(image_id_and_layers, (trlstack_image, rebuild))
+        print(f"build 1 {first}\nbuild 2 {second}")
+        if first != second:
+            differing = [
+                i for i, (a, b) in enumerate(zip(first_layers, second_layers, strict=False)) if a != b
+            ]
+            report = compare_layers(layer_manifests(trlstack_image), layer_manifests(rebuild), differing)
+            pytest.fail(f"the rebuild differs, file by file:\n{report[:6000]}")
     finally:
         subprocess.run(["docker", "image", "rm", rebuild], capture_output=True)
-    differing = [i for i, (a, b) in enumerate(zip(first_layers, second_layers, strict=False)) if a != b]
-    print(f"build 1 {first}\nbuild 2 {second}")
-    assert first == second, f"layers {differing} differ; bench/reproducible.py shows which files and how"
