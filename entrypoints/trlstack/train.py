@@ -39,6 +39,7 @@ DEFAULT_VLLM_URL = "http://127.0.0.1:8000"
 DEFAULT_GROUP_PORT = 51216
 DEFAULT_HOST_IP = "127.0.0.1"
 DEFAULT_HEALTH_TIMEOUT = 1800.0
+DEFAULT_MAIN_PROCESS_PORT = 29500  # accelerate's and torchrun's rendezvous port
 VLLM_MODES = ("server", "colocate")
 
 # --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
@@ -88,6 +89,11 @@ class TrainSettings:
     health_timeout: float = DEFAULT_HEALTH_TIMEOUT
     vllm_mode: str | None = None  # None means the default, server
     cpu: bool = False
+    # Multi-node: this machine's place among the training machines (accelerate's --num_machines etc.).
+    num_machines: int = 1
+    machine_rank: int = 0
+    main_process_ip: str | None = None
+    main_process_port: int = DEFAULT_MAIN_PROCESS_PORT
     extra: list[str] = field(default_factory=list)
 
     @property
@@ -146,10 +152,25 @@ def check_contradictions(settings: TrainSettings) -> None:
         )
     if settings.cpu and settings.num_processes not in (None, 1):
         raise UsageError(f"--cpu runs one process; drop --num-processes {settings.num_processes}.")
+    check_machines(settings)
     if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
         raise UsageError(
             f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
             "NCCL weight-transfer group needs another port (default 51216)."
+        )
+
+
+def check_machines(settings: TrainSettings) -> None:
+    """A multi-node run needs every machine's rank below the count and the first machine's address."""
+    if settings.machine_rank >= settings.num_machines:
+        raise UsageError(
+            f"--machine-rank {settings.machine_rank} is not below --num-machines {settings.num_machines}; "
+            f"ranks count from 0 to {settings.num_machines - 1}."
+        )
+    if settings.num_machines > 1 and not settings.main_process_ip:
+        raise UsageError(
+            f"--num-machines {settings.num_machines} needs --main-process-ip: the address of the machine "
+            "with rank 0, which every other machine connects to."
         )
 
 
@@ -212,13 +233,34 @@ def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
     return keys
 
 
-def accelerate_launch(processes: int, precision: str, cpu: bool) -> list[str]:
-    """`accelerate launch` and every option it would otherwise guess or read from its own config file."""
-    argv = ["accelerate", "launch", *(["--cpu"] if cpu else []), "--num_processes", str(processes)]
-    if processes > 1:
+def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int = 1) -> list[str]:
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file.
+
+    `processes` is per machine; accelerate wants the total over all `machines`.
+    """
+    total = processes * machines
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu else []), "--num_processes", str(total)]
+    if total > 1 and not cpu:
         argv.append("--multi_gpu")
     mixed = precision if precision in ("bf16", "fp16") else "no"
-    return [*argv, "--num_machines", "1", "--mixed_precision", mixed, "--dynamo_backend", "no"]
+    return [*argv, "--num_machines", str(machines), "--mixed_precision", mixed, "--dynamo_backend", "no"]
+
+
+def machine_launch(settings: TrainSettings) -> tuple[list[str], dict[str, str]]:
+    """accelerate's options and the environment that place this machine in a multi-node run (none on one).
+
+    On GPUs torchrun meets the other machines through a c10d rendezvous at the rank-0 machine. On the CPU
+    accelerate starts the script itself, and torch.distributed (gloo) finds its rank and world size in the
+    environment, one process per machine.
+    """
+    if settings.num_machines == 1:
+        return [], {}
+    argv = ["--machine_rank", str(settings.machine_rank), "--main_process_ip", str(settings.main_process_ip)]
+    argv += ["--main_process_port", str(settings.main_process_port)]
+    if not settings.cpu:
+        return [*argv, "--rdzv_backend", "c10d"], {}
+    env = {"RANK": str(settings.machine_rank), "WORLD_SIZE": str(settings.num_machines)}
+    return argv, {**env, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
 
 
 def build_launch(
@@ -279,8 +321,11 @@ def build_launch(
     if recipe.name == "online-dpo":
         env["TRL_EXPERIMENTAL_SILENCE"] = "1"  # its trainer lives in trl.experimental; we chose it knowingly
     path = trainconfig.merged_path(config["output_dir"], recipe)
+    machine_argv, machine_env = machine_launch(settings)
+    env.update(machine_env)
     argv = [
-        *accelerate_launch(processes, precision, settings.cpu),
+        *accelerate_launch(processes, precision, settings.cpu, settings.num_machines),
+        *machine_argv,
         "-m",
         recipe.module,
         "--config",
@@ -304,6 +349,16 @@ def checked_host(raw: str) -> str:
     if not raw or "/" in raw or " " in raw:
         raise argparse.ArgumentTypeError(f"{raw!r} is not an IP address or host name")
     return raw
+
+
+def machine_rank(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a rank (0 or more)")
+    return value
 
 
 def vllm_mode(raw: str) -> str:
@@ -369,6 +424,42 @@ def make_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     )
     setting("--vllm-mode", "TRLSTACK_VLLM_MODE", "server, or colocate (one GPU)", type=vllm_mode)
     add_switch(parser, "--cpu", "TRLSTACK_CPU", "smoke run on the CPU: no vLLM, tiny steps", environ=environ)
+    machines = parser.add_argument_group("multi-node (one train per machine; `trlstack slurm` sets these)")
+    add_setting(
+        machines,
+        "--num-machines",
+        "TRLSTACK_NUM_MACHINES",
+        "training machines in all",
+        1,
+        positive_int,
+        environ=environ,
+    )
+    add_setting(
+        machines,
+        "--machine-rank",
+        "TRLSTACK_MACHINE_RANK",
+        "this machine's rank, from 0",
+        0,
+        machine_rank,
+        environ=environ,
+    )
+    add_setting(
+        machines,
+        "--main-process-ip",
+        "TRLSTACK_MAIN_PROCESS_IP",
+        "address of the rank-0 machine, where the others meet",
+        type=checked_host,
+        environ=environ,
+    )
+    add_setting(
+        machines,
+        "--main-process-port",
+        "TRLSTACK_MAIN_PROCESS_PORT",
+        "rendezvous port on the rank-0 machine",
+        DEFAULT_MAIN_PROCESS_PORT,
+        port_number,
+        environ=environ,
+    )
     add_preview(parser, "the command and merged config")
     return parser
 
@@ -394,6 +485,10 @@ def parse_settings(
         health_timeout=args.health_timeout,
         vllm_mode=args.vllm_mode,
         cpu=args.cpu,
+        num_machines=args.num_machines,
+        machine_rank=args.machine_rank,
+        main_process_ip=args.main_process_ip,
+        main_process_port=args.main_process_port,
         extra=extra,
     )
     return settings, args

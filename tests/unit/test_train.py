@@ -328,6 +328,12 @@ BAD_INPUT = [
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
+    (["grpo", "--num-machines", "2", "--machine-rank", "2"], {}, "--machine-rank 2 is not below"),
+    (["grpo", "--num-machines", "2"], {}, "--num-machines 2 needs --main-process-ip"),
+    (["grpo", "--machine-rank", "-1"], {}, "-1 is not a rank (0 or more)"),
+    (["grpo"], {"TRLSTACK_NUM_MACHINES": "0"}, "TRLSTACK_NUM_MACHINES='0' is not valid"),
+    (["grpo"], {"TRLSTACK_MACHINE_RANK": "1"}, "--machine-rank 1 is not below --num-machines 1"),
+    (["grpo"], {"TRLSTACK_MAIN_PROCESS_PORT": "70000"}, "TRLSTACK_MAIN_PROCESS_PORT='70000' is not valid"),
 ]
 
 CONFIGS = {
@@ -365,3 +371,49 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     assert "train: error: " in err
     assert message in err
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
+
+
+# Multi-node: one train per machine, placed by rank; accelerate gets the totals and the rendezvous.
+
+
+def test_gpu_machines_meet_at_the_rank_0_machine_through_c10d():
+    settings = TrainSettings(
+        recipe="grpo", num_machines=3, machine_rank=2, main_process_ip="10.0.0.2", host_ip="10.0.0.4"
+    )
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(8))
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", "24", "--multi_gpu",
+        "--num_machines", "3", "--mixed_precision", "bf16", "--dynamo_backend", "no",
+        "--machine_rank", "2", "--main_process_ip", "10.0.0.2", "--main_process_port", "29500",
+        "--rdzv_backend", "c10d", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.command.env == {"VLLM_HOST_IP": "10.0.0.4"}
+
+
+def test_cpu_machines_get_their_rank_and_world_size_from_the_environment():
+    settings = TrainSettings(
+        recipe="grpo",
+        cpu=True,
+        num_machines=2,
+        machine_rank=1,
+        main_process_ip="node2",
+        main_process_port=29700,
+    )
+    launch = build_launch(settings, GRPO, "grpo.yaml", [])
+    assert launch.command.argv == [
+        "accelerate", "launch", "--cpu", "--num_processes", "2",
+        "--num_machines", "2", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.command.env == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+
+
+def test_machine_settings_come_from_flags_or_the_environment():
+    environ = {
+        "TRLSTACK_NUM_MACHINES": "4",
+        "TRLSTACK_MACHINE_RANK": "3",
+        "TRLSTACK_MAIN_PROCESS_IP": "10.1.0.1",
+    }
+    settings, _ = train.parse_settings(["grpo", "--main-process-port", "29600"], environ)
+    assert (settings.num_machines, settings.machine_rank) == (4, 3)
+    assert (settings.main_process_ip, settings.main_process_port) == ("10.1.0.1", 29600)
