@@ -260,7 +260,9 @@ def machine_launch(settings: TrainSettings) -> tuple[list[str], dict[str, str]]:
     if not settings.cpu:
         return [*argv, "--rdzv_backend", "c10d"], {}
     env = {"RANK": str(settings.machine_rank), "WORLD_SIZE": str(settings.num_machines)}
-    return argv, {**env, "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    env |= {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    # accelerate would name the device cpu:0, which torch.load cannot map a checkpoint to on resume.
+    return argv, {**env, "ACCELERATE_TORCH_DEVICE": "cpu"}
 
 
 def build_launch(
@@ -305,6 +307,9 @@ def build_launch(
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
         attention = policy.choose_attention(gpus, unavailable)
     notes = [f"precision {precision} ({why})"]
+    if settings.num_machines > 1:
+        where = f"{settings.main_process_ip}:{settings.main_process_port}"
+        notes.append(f"machine rank {settings.machine_rank} of {settings.num_machines}, meeting at {where}")
 
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):

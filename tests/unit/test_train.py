@@ -388,6 +388,7 @@ def test_gpu_machines_meet_at_the_rank_0_machine_through_c10d():
         "--rdzv_backend", "c10d", *launch_tail(),
     ]  # fmt: skip
     assert launch.command.env == {"VLLM_HOST_IP": "10.0.0.4"}
+    assert "machine rank 2 of 3, meeting at 10.0.0.2:29500" in launch.notes
 
 
 def test_cpu_machines_get_their_rank_and_world_size_from_the_environment():
@@ -405,7 +406,13 @@ def test_cpu_machines_get_their_rank_and_world_size_from_the_environment():
         "--num_machines", "2", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700", *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1"}
+    assert launch.command.env == {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "ACCELERATE_TORCH_DEVICE": "cpu",
+    }
 
 
 def test_machine_settings_come_from_flags_or_the_environment():
