@@ -1,0 +1,84 @@
+"""Apptainer for real: the trlstack image turned into a .sif by `trlstack export` on the cluster, then the
+CPU smoke across two nodes inside it (`srun apptainer exec`), as users without root run it on a cluster."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+
+import pytest
+from slurm_cluster import TINY
+
+pytestmark = [pytest.mark.docker, pytest.mark.slurm]
+
+SIF = "/shared/trlstack.sif"
+RUN = "/shared/apptainer"
+# Converting holds the image three times at once: the `docker save` archive, Apptainer's unpacked root and
+# the .sif being written.
+NEEDED_GB = 20
+
+
+@pytest.fixture(scope="module")
+def sif(cluster, trlstack_image):
+    root = subprocess.run(
+        ["docker", "info", "--format", "{{.DockerRootDir}}"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    free = shutil.disk_usage(root).free / 1e9
+    if free < NEEDED_GB:
+        pytest.fail(f"converting the image needs about {NEEDED_GB} GB free under {root}; {free:.0f} GB are")
+    archive = "/shared/trlstack.tar"
+    started = time.monotonic()
+    save = subprocess.Popen(["docker", "save", trlstack_image], stdout=subprocess.PIPE)
+    assert save.stdout is not None
+    done = cluster.run("sh", "-c", f"cat > {archive}", stdin=save.stdout, timeout=1800)
+    assert save.wait() == 0 and done.returncode == 0, done.stderr
+    saved = time.monotonic() - started
+    made = cluster.run(
+        "trlstack",
+        "export",
+        "--format",
+        "sif",
+        archive,
+        "--output",
+        SIF,
+        "--compression",
+        "zstd",
+        timeout=1800,
+    )
+    cluster.run("rm", "-f", archive)
+    assert made.returncode == 0, made.stderr[-4000:]
+    digest = made.stdout.split()[0]
+    size = int(cluster.run("stat", "--format=%s", SIF).stdout)
+    exported = time.monotonic() - started - saved
+    gigabytes = size / 1e9
+    print(
+        f"\n{trlstack_image} -> {SIF}: docker save {saved:.0f} s, export {exported:.0f} s, {gigabytes:.2f} GB"
+    )
+    yield SIF, digest
+    cluster.run("rm", "-f", SIF, f"{SIF}.sha256")
+
+
+def test_export_prints_the_sha256_of_the_sif_it_made(cluster, sif):
+    path, digest = sif
+    assert cluster.run("sha256sum", path).stdout.split()[0] == digest
+    assert cluster.read(f"{path}.sha256") == f"{digest}  {path}\n"
+
+
+def test_cpu_smoke_runs_inside_the_sif_on_two_nodes(cluster, sif):
+    path, _ = sif
+    job = cluster.submit(
+        "grpo", "--cpu", "--nodes", "2", "--serve-nodes", "0", "--runtime", "apptainer", "--image", path,
+        "--bind", "/shared", "--output-dir", RUN, "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset",
+        "--", "--max_steps", "2",
+    )  # fmt: skip
+    rows = cluster.wait_done(job, timeout=1200)
+    log = cluster.read_log(job)
+    print(f"\n{cluster.sacct_table(job)}")
+    states = {(row["JobName"], row["NodeList"]): row["State"] for row in rows}
+    assert states[("trlstack-grpo", "node[1-2]")] == "COMPLETED", log[-4000:]
+    # Each trainer step ran Apptainer, and train inside it.
+    assert states[("apptainer", "node1")] == states[("apptainer", "node2")] == "COMPLETED"
+    assert "[trainer 0 node1] train: machine rank 0 of 2" in log
+    assert log.count("Training completed") == 2
+    assert sorted(cluster.checkpoints(f"{RUN}/grpo")) == [1, 2]

@@ -1,0 +1,67 @@
+"""Preemption: `scancel --signal=USR1 --batch` mid-run (what Slurm sends --stop-grace seconds before the
+time limit) stops every role with SIGTERM and requeues the job; the next attempt resumes from the newest
+complete checkpoint on the shared volume, and the run ends with every step once."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from slurm_cluster import TINY
+
+pytestmark = [pytest.mark.docker, pytest.mark.slurm]
+
+STEPS = 12
+SAVE_STEPS = 3
+RUN = "/shared/preemption"
+
+
+def test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint(cluster):
+    job = cluster.submit(
+        "grpo", "--cpu", "--nodes", "2", "--serve-nodes", "0", "--runtime", "none", "--output-dir", RUN,
+        "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset",
+        "--", "--max_steps", str(STEPS), "--save_steps", str(SAVE_STEPS), "--save_total_limit", str(STEPS),
+    )  # fmt: skip
+    deadline = time.monotonic() + 600
+    while not cluster.checkpoints(f"{RUN}/grpo"):
+        assert cluster.state(job)[0] == "RUNNING", cluster.read_log(job)[-4000:]
+        assert time.monotonic() < deadline, "no checkpoint in 600 s"
+        time.sleep(0.5)
+    stop = cluster.run("scancel", "--signal=USR1", "--batch", job)
+    assert stop.returncode == 0, stop.stderr
+
+    # Requeued: pending again. Slurm holds a requeued job back for two minutes; release it now.
+    assert cluster.wait_until(job, {"PENDING"}, timeout=300) == "PENDING"
+    before = {step: cluster.fingerprint(path) for step, path in cluster.checkpoints(f"{RUN}/grpo").items()}
+    released = cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
+    assert released.returncode == 0, released.stderr
+    rows = cluster.wait_done(job, timeout=900)
+    log = cluster.read_log(job)
+    print(f"\n{cluster.sacct_table(job)}")
+
+    attempts = [row["State"] for row in rows if row["JobName"] == "trlstack-grpo"]
+    assert attempts == ["REQUEUED", "COMPLETED"], log[-4000:]
+    first, second = log.split("attempt 2:", 1)
+    assert "stop requested: SIGTERM to every role" in first
+    resumed = max(before)
+    assert f"[trainer 0 node1] train: resuming from {RUN}/grpo/checkpoint-{resumed}" in second
+    assert f"[trainer 1 node2] train: resuming from {RUN}/grpo/checkpoint-{resumed}" in second
+
+    # The run ends with every step exactly once, and what was saved before the stop is kept as it was.
+    final = cluster.trainer_state(f"{RUN}/grpo/checkpoint-{STEPS}")
+    assert final["global_step"] == STEPS
+    assert [entry["step"] for entry in final["log_history"] if "loss" in entry] == list(range(1, STEPS + 1))
+    for step, fingerprint in before.items():
+        assert cluster.fingerprint(f"{RUN}/grpo/checkpoint-{step}") == fingerprint, (
+            f"checkpoint-{step} changed"
+        )
+
+    # Steps lost to the stop: those trained after the newest checkpoint (TRL logs a loss line per step).
+    reached = sum(
+        line.count("{'loss'") for line in first.splitlines() if line.startswith("[trainer 0 node1]")
+    )
+    lost = reached - resumed
+    print(f"stopped at step {reached}, resumed from checkpoint-{resumed}: {lost} step(s) trained again")
+    # Today a stop keeps what the last periodic save kept, so fewer than SAVE_STEPS steps are lost. Once the
+    # trainer saves a checkpoint on SIGTERM, tighten this to `lost == 0` (resumed == reached).
+    assert 0 <= lost < SAVE_STEPS
