@@ -16,16 +16,22 @@ SAVE_STEPS = 3
 RUN = "/shared/preemption"
 
 
+def steps_logged(log: str) -> int:
+    """Steps the rank-0 trainer finished, by its log lines (TRL logs a loss per step here)."""
+    return sum(line.count("{'loss'") for line in log.splitlines() if line.startswith("[trainer 0 node1]"))
+
+
 def test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint(cluster):
     job = cluster.submit(
         "grpo", "--cpu", "--nodes", "2", "--serve-nodes", "0", "--runtime", "none", "--output-dir", RUN,
         "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset",
         "--", "--max_steps", str(STEPS), "--save_steps", str(SAVE_STEPS), "--save_total_limit", str(STEPS),
     )  # fmt: skip
+    # Stop between two saves: once the step after the first checkpoint is logged.
     deadline = time.monotonic() + 600
-    while not cluster.checkpoints(f"{RUN}/grpo"):
+    while steps_logged(cluster.read_log(job)) <= SAVE_STEPS:
         assert cluster.state(job)[0] == "RUNNING", cluster.read_log(job)[-4000:]
-        assert time.monotonic() < deadline, "no checkpoint in 600 s"
+        assert time.monotonic() < deadline, "not past the first checkpoint in 600 s"
         time.sleep(0.5)
     stop = cluster.run("scancel", "--signal=USR1", "--batch", job)
     assert stop.returncode == 0, stop.stderr
@@ -56,10 +62,8 @@ def test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint(cluste
             f"checkpoint-{step} changed"
         )
 
-    # Steps lost to the stop: those trained after the newest checkpoint (TRL logs a loss line per step).
-    reached = sum(
-        line.count("{'loss'") for line in first.splitlines() if line.startswith("[trainer 0 node1]")
-    )
+    # Steps lost to the stop: those trained after the newest checkpoint.
+    reached = steps_logged(first)
     lost = reached - resumed
     print(f"stopped at step {reached}, resumed from checkpoint-{resumed}: {lost} step(s) trained again")
     # Today a stop keeps what the last periodic save kept, so fewer than SAVE_STEPS steps are lost. Once the
