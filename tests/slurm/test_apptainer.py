@@ -69,7 +69,7 @@ def test_cpu_smoke_runs_inside_the_sif_on_two_nodes(cluster, sif):
     path, _ = sif
     job = cluster.submit(
         "grpo", "--cpu", "--nodes", "2", "--serve-nodes", "0", "--runtime", "apptainer", "--image", path,
-        "--bind", "/shared", "--output-dir", RUN, "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset",
+        "--bind", TINY, "--output-dir", RUN, "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset",
         "--", "--max_steps", "2",
     )  # fmt: skip
     rows = cluster.wait_done(job, timeout=1200)

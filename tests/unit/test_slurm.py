@@ -56,6 +56,19 @@ def test_the_header_asks_for_whole_gpu_nodes_a_shared_log_a_stop_signal_and_requ
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
 
 
+def test_the_example_in_slurm_readme_is_what_trlstack_slurm_writes():
+    # Regenerate with: trlstack slurm grpo --nodes 2 --gpus-per-node 8 --image /shared/images/trlstack.sif
+    #   --partition gpu --time 24:00:00 --output-dir /shared/runs/grpo-2x8 --dry-run > slurm/grpo-2x8.sbatch
+    example = Path(__file__).resolve().parents[2] / "slurm" / "grpo-2x8.sbatch"
+    expected = settings(
+        image="/shared/images/trlstack.sif",
+        partition="gpu",
+        time="24:00:00",
+        output_dir="/shared/runs/grpo-2x8",
+    )
+    assert example.read_text() == render(expected)
+
+
 def test_every_step_of_the_script_says_why():
     lines = render(settings()).splitlines()
 
