@@ -11,7 +11,7 @@ from slurm_cluster import TINY
 
 pytestmark = [pytest.mark.docker, pytest.mark.slurm]
 
-STEPS = 12
+STEPS = 24  # with a save every 3 steps: time to stop mid-run even where steps are fast
 SAVE_STEPS = 3
 RUN = "/shared/preemption"
 
