@@ -16,16 +16,16 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.options import port_number, positive_int, split_extra
 from trlstack.plan import DEFAULT_GROUP_PORT, DEFAULT_PORT, Plan, make_plan
+from trlstack.train import DEFAULT_MAIN_PROCESS_PORT
 
 RUNTIMES = ("apptainer", "pyxis", "none")
-DEFAULT_MAIN_PROCESS_PORT = 29500  # accelerate's rendezvous port, as in train
 DEFAULT_STOP_GRACE = 300
 # Where a job's files would stay on one node: other nodes (and the next attempt elsewhere) never see them.
 NODE_LOCAL_PREFIXES = ("/tmp", "/var/tmp", "/dev/shm", "/run")
@@ -61,7 +61,7 @@ class SlurmSettings:
     stop_grace: int = DEFAULT_STOP_GRACE
     cpu: bool = False
     vllm_args: tuple[str, ...] = ()
-    train_args: tuple[str, ...] = field(default_factory=tuple)
+    train_args: tuple[str, ...] = ()
 
     @property
     def run_dir(self) -> str:
