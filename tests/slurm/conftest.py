@@ -54,3 +54,10 @@ def cluster(slurm_image: str) -> Iterator[Cluster]:
         stopping = time.monotonic()
         cluster.down()
         print(f"\ncluster {cluster.project} removed in {time.monotonic() - stopping:.0f} s")
+
+
+@pytest.fixture(autouse=True)
+def no_job_left(cluster: Cluster) -> Iterator[None]:
+    """Whatever a test left running (when it failed, say) is cancelled before the next one starts."""
+    yield
+    cluster.cancel_all()

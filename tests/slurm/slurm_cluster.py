@@ -125,12 +125,28 @@ class Cluster:
         """sacct's own table of the job, for the test's output."""
         return self.run("sacct", "--duplicates", "--jobs", job, f"--format={','.join(SACCT_FIELDS)}").stdout
 
+    def elapsed(self, row: dict[str, str]) -> int:
+        """A sacct row's Elapsed in seconds (Slurm's own measure of the job's run time)."""
+        days, _, clock = row["Elapsed"].rpartition("-")
+        hours, minutes, seconds = (int(part) for part in clock.split(":"))
+        return ((int(days or 0) * 24 + hours) * 60 + minutes) * 60 + seconds
+
     def wait_done(self, job: str, timeout: float) -> list[dict[str, str]]:
         deadline = time.monotonic() + timeout
         while self.state(job)[0]:
             assert time.monotonic() < deadline, f"job {job} did not end in {timeout} s:\n{self.read_log(job)}"
             time.sleep(1)
         return self.sacct(job)
+
+    def cancel_all(self) -> None:
+        """End every job of USER and wait until the nodes are idle again: the next test starts clean."""
+        self.run("scancel", "--user", USER)
+        deadline = time.monotonic() + 120
+        while self.run("squeue", "--noheader").stdout.strip() or set(
+            self.run("sinfo", "--noheader", "--format=%T").stdout.split()
+        ) != {"idle"}:
+            assert time.monotonic() < deadline, self.run("squeue").stdout + self.run("sinfo").stdout
+            time.sleep(1)
 
     def read(self, path: str) -> str:
         done = self.run("cat", path)

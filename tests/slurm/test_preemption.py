@@ -28,6 +28,7 @@ def test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint(cluste
         "--", "--max_steps", str(STEPS), "--save_steps", str(SAVE_STEPS), "--save_total_limit", str(STEPS),
     )  # fmt: skip
     # Stop between two saves: once the step after the first checkpoint is logged.
+    cluster.wait_until(job, {"RUNNING"}, timeout=300)
     deadline = time.monotonic() + 600
     while steps_logged(cluster.read_log(job)) <= SAVE_STEPS:
         assert cluster.state(job)[0] == "RUNNING", cluster.read_log(job)[-4000:]

@@ -4,8 +4,6 @@ server node and the cause, and no trainer process left on any node."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from slurm_cluster import NODES, TINY
 
@@ -15,18 +13,17 @@ RUN = "/shared/server-failure"
 
 
 def test_a_server_that_cannot_start_ends_the_job_and_leaves_no_trainer(cluster):
-    started = time.monotonic()
     job = cluster.submit(
         "grpo", "--cpu", "--nodes", "3", "--runtime", "none", "--output-dir", RUN,
         "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset", "--", "--max_steps", "1000",
     )  # fmt: skip
-    rows = cluster.wait_done(job, timeout=120)
-    elapsed = time.monotonic() - started
+    rows = cluster.wait_done(job, timeout=300)
     log = cluster.read_log(job)
-    print(f"\n{cluster.sacct_table(job)}\njob ended {elapsed:.0f} s after submission")
+    print(f"\n{cluster.sacct_table(job)}")
 
-    assert elapsed < 60, f"the job took {elapsed:.0f} s to end"
     by_name = {row["JobName"]: row for row in rows if row["JobName"] in ("trlstack-grpo", "serve-vllm")}
+    elapsed = cluster.elapsed(by_name["trlstack-grpo"])
+    assert elapsed < 60, f"the job ran {elapsed} s before it ended"
     assert by_name["trlstack-grpo"]["State"] == "FAILED"
     assert by_name["trlstack-grpo"]["ExitCode"] == "1:0"
     assert (by_name["serve-vllm"]["State"], by_name["serve-vllm"]["NodeList"]) == ("FAILED", "node1")
