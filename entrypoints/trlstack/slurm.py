@@ -511,8 +511,8 @@ else
 fi
 case "$REF_ADDR" in
   "") fail "no IPv4 address for $REF_NODE${NETWORK_INTERFACE:+ on $NETWORK_INTERFACE}" ;;
-  127.*) fail "$REF_NODE resolves to $REF_ADDR (loopback), which other nodes cannot reach;" \
-    "pass --network-interface IFACE to trlstack slurm" ;;
+  127.* | 0.*) fail "$REF_NODE resolves to $REF_ADDR (loopback or the any-address), which other nodes" \
+    "cannot reach; pass --network-interface IFACE to trlstack slurm" ;;
 esac
 
 # Every node, before any role starts: its address and interface on the route to REF_ADDR, its role's ports

@@ -224,7 +224,7 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
 
 def check_machines(settings: TrainSettings) -> None:
     """Several machines need each one's rank below their count and the rank-0 machine's address, one the
-    others can dial: not loopback."""
+    others can dial: neither loopback nor the any-address, in any spelling."""
     if settings.machine_rank >= settings.num_machines:
         raise UsageError(
             f"--machine-rank {settings.machine_rank} ({Env.MACHINE_RANK}) is not below --num-machines "
@@ -240,7 +240,7 @@ def check_machines(settings: TrainSettings) -> None:
             f"--num-machines {settings.num_machines} needs {flag}: the address of the machine with rank 0, "
             "which every other machine connects to."
         )
-    if addresses.is_loopback(address):
+    if addresses.is_loopback(address) or addresses.is_any_address(address):
         raise UsageError(
             f"{flag} is {address}, which every machine reads as itself, so the machines would never meet; "
             "give the rank-0 machine's address on the network the machines share."

@@ -399,11 +399,12 @@ def test_a_busy_port_stops_the_job_before_any_role_starts(tmp_path):
     assert run.calls("roles") == []
 
 
-def test_a_name_that_resolves_to_loopback_asks_for_the_interface(tmp_path):
-    run = Run(tmp_path, render(settings()), 2, STUB_RESOLVE="127.0.1.1")
+@pytest.mark.parametrize("address", ["127.0.1.1", "0.0.0.0"])
+def test_a_name_that_resolves_to_loopback_or_the_any_address_asks_for_the_interface(tmp_path, address):
+    run = Run(tmp_path, render(settings()), 2, STUB_RESOLVE=address)
     done = run()
     assert done.returncode == 1
-    assert "gpu-a resolves to 127.0.1.1 (loopback)" in done.stdout
+    assert f"gpu-a resolves to {address} (loopback or the any-address)" in done.stdout
     assert "pass --network-interface IFACE" in done.stdout
     assert run.calls("roles") == []
 

@@ -624,7 +624,12 @@ BAD_INPUT = [
     (["grpo"], {"TRLSTACK_MAIN_PROCESS_PORT": "70000"}, "TRLSTACK_MAIN_PROCESS_PORT='70000' is not valid"),
     *[
         (["grpo", "--cpu", "--num-machines", "2", "--main-process-ip", address], {}, "every machine reads as")
-        for address in ("127.0.0.1", "localhost", "[::1]")
+        for address in ("127.0.0.1", "localhost", "0.0.0.0", "0", "::", "::ffff:0.0.0.0", "[::1]")
+    ],
+    # The trainer's address for the weight transfer is never the any-address, however written.
+    *[
+        (["grpo", "--host-ip", address], {}, f"--host-ip (VLLM_HOST_IP) is {address}, the any-address")
+        for address in ("0.0.0.0", "0", "::", "::ffff:0.0.0.0", "0x0")
     ],
 ]
 
