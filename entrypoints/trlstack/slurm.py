@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trlstack import serve, train
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_MAIN_PROCESS_PORT, DEFAULT_VLLM_PORT, Env
@@ -97,6 +98,7 @@ class SlurmSettings:
     binds: tuple[str, ...] = ()
     stop_grace: int = DEFAULT_STOP_GRACE
     cpu: bool = False
+    resume: bool = False  # trainers continue a run that differs (checked on the submit host: run())
     vllm_args: tuple[str, ...] = ()
     train_args: tuple[str, ...] = ()
 
@@ -330,7 +332,7 @@ def trainer_command(settings: SlurmSettings, layout: Layout) -> list[str]:
         ("--reward-model", settings.reward_model),
     ):
         argv += [flag, value] if value else []
-    argv += ["--output-dir", Var('"$RUN_DIR"')]
+    argv += ["--output-dir", Var('"$RUN_DIR"'), *(["--resume"] if settings.resume else [])]
     if layout.mode == "cpu":
         argv.append("--cpu")
     elif layout.mode == "colocate":
@@ -356,6 +358,8 @@ def _role_env(layout: Layout, role: str, node: str) -> list[str]:
     # The server's workers use its cluster address; a trainer's is decided by train itself, the address it
     # reaches the server from (trlstack.addresses), so a value from the submitting shell must not reach it.
     env.append(Var(f'{Env.VLLM_HOST_IP}="$SERVER_ADDR"' if role == "serve" else f"{Env.VLLM_HOST_IP}="))
+    if role == "train":  # --fresh acted once, on the submit host; trainers on every node must not each move
+        env.append(Var(f"{Env.FRESH}="))  # the output folder aside again
     for name in (Env.NCCL_SOCKET_IFNAME, Env.GLOO_SOCKET_IFNAME):
         env.append(Var(f'{name}="${{IFACE[{node}]}}"'))
     return env
@@ -810,6 +814,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar='"ARGS"',
         help='more arguments for `vllm serve`, one string (--vllm-args="--enforce-eager")',
     )
+    # As train decides on start, but once, here: checked on the submit host, which sees the shared folder.
+    add_settings(run_group, train.TrainSettings, environ, only=("resume", "fresh"))
     network = parser.add_argument_group("network")
     network.add_argument("--network-interface", metavar="IFACE", help="e.g. ib0 [default: the route's]")
     add_settings(network, JobPorts, environ)
@@ -839,9 +845,9 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
 
 
-def settings_from(args: argparse.Namespace, extra: Sequence[str]) -> SlurmSettings:
-    """Settings with paths made absolute and the training config checked as train will check it; the model
-    both roles get is the config's when not given."""
+def settings_from(args: argparse.Namespace, extra: Sequence[str]) -> tuple[SlurmSettings, dict[str, Any]]:
+    """Settings with paths made absolute, and the config that says what the run is, checked as train will
+    check it; the model both roles get is the config's when not given."""
     from trlstack import trainconfig
 
     try:
@@ -855,9 +861,13 @@ def settings_from(args: argparse.Namespace, extra: Sequence[str]) -> SlurmSettin
         model=args.model,
         dataset=args.dataset,
         reward_model=args.reward_model,
+        resume=args.resume,
+        fresh=args.fresh,
+        cpu=args.cpu,
     )
+    train.check_resume_choice(wanted)
     config = train.run_config(wanted, trainconfig.load_config(source), recipe, str(source))
-    return SlurmSettings(
+    settings = SlurmSettings(
         recipe=args.recipe,
         nodes=args.nodes,
         output_dir=os.path.abspath(args.output_dir),
@@ -884,18 +894,34 @@ def settings_from(args: argparse.Namespace, extra: Sequence[str]) -> SlurmSettin
         binds=tuple(args.bind or ()),
         stop_grace=args.stop_grace,
         cpu=args.cpu,
+        resume=args.resume,
         vllm_args=vllm_args,
         train_args=tuple(extra),
     )
+    return settings, config
+
+
+def say(message: str) -> None:
+    print(f"trlstack slurm: {message}", file=sys.stderr, flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = settings_from(args, args.extra)
+    from trlstack import outputs
+
+    settings, config = settings_from(args, args.extra)
     text = render(settings)
     if args.dry_run:
         sys.stdout.write(text)
         return 0
     host_checks(settings, submit=args.submit)
+    # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
+    # moves it aside here, once (never deleted), --resume lets the trainers continue it.
+    run_dir = Path(settings.run_dir)
+    wanted = train.TrainSettings(recipe=settings.recipe, resume=args.resume, fresh=args.fresh)
+    aside = train.previous_run_to_move(wanted, run_dir, train.resolve_recipe(settings.recipe), config, say)
+    if aside is not None:
+        outputs.move_aside(run_dir, aside)
+        say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
     path = Path(args.output or f"{settings.output_dir}/{settings.name}.sbatch")
     try:
         # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.

@@ -202,13 +202,17 @@ TAKEN = {
 }
 
 
-def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
-    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
+def check_resume_choice(settings: TrainSettings) -> None:
     if settings.resume and settings.fresh:
         raise UsageError(
             f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
             f"{Env.FRESH}); choose one."
         )
+
+
+def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
+    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
+    check_resume_choice(settings)
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -345,7 +349,8 @@ def machine_options(settings: TrainSettings) -> list[str]:
 def run_config(
     settings: TrainSettings, user_config: Mapping[str, Any], recipe: Recipe, source: str
 ) -> dict[str, Any]:
-    """The user's config checked against the recipe, with --model, --dataset and --reward-model applied;
+    """The config that says what the run is: the user's, checked against the recipe, with --model, --dataset
+    and --reward-model applied, and the smoke run's keys with --cpu (not yet train's choices for the machine);
     UsageError naming unknown keys and what is missing."""
     from trlstack import trainconfig  # YAML: not imported for --help
 
@@ -360,6 +365,8 @@ def run_config(
     if settings.dataset:
         config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
     trainconfig.check_required(config, recipe, source)
+    if settings.cpu:
+        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
     return config
 
 
@@ -387,7 +394,6 @@ def build_launch(
     env: dict[str, str] = {}
     notes: list[str] = []
     if settings.cpu:
-        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
         processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
@@ -446,21 +452,27 @@ def build_launch(
 
 
 def previous_run_to_move(
-    settings: TrainSettings, output_dir: Path, recipe: Recipe, config: Mapping[str, Any]
+    settings: TrainSettings,
+    output_dir: Path,
+    recipe: Recipe,
+    config: Mapping[str, Any],
+    tell: Callable[[str], None] | None = None,
 ) -> Path | None:
     """Where to move the other run in the output folder (--fresh), or None to resume what is there (the same
-    run, or another one with --resume); UsageError showing the difference when neither was chosen."""
+    run, or another one with --resume); UsageError showing the difference when neither was chosen. `tell`
+    (default: train's log line) says which; trlstack slurm decides this on the submit host."""
+    tell = tell or say
     previous = outputs.previous_run(output_dir, recipe.name)
     found = outputs.differences(previous, recipe.name, config) if previous else []
     if previous is None or not found:
         return None
     aside = outputs.aside_name(output_dir, datetime.datetime.now())
     if settings.resume:
-        say(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
+        tell(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
         return None
     if not settings.fresh:
         raise UsageError(outputs.refusal(output_dir, previous, found, aside))
-    say(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
+    tell(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
     return aside
 
 

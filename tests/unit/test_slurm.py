@@ -513,6 +513,71 @@ def test_submit_writes_the_script_beside_the_outputs_and_prints_the_job_id(share
     assert script.read_text().startswith("#!/bin/bash\n# trlstack slurm grpo")
 
 
+def previous_run(run_dir: Path, model: str) -> None:
+    """A run train left: its merged config and a checkpoint."""
+    (run_dir / "checkpoint-3").mkdir(parents=True)
+    config = {"model_name_or_path": model, "dataset_name": "d", "reward_funcs": ["accuracy_reward"]}
+    (run_dir / "trlstack-grpo.yaml").write_text(json.dumps(config))
+
+
+@pytest.fixture
+def submit_host(shared_tmp, monkeypatch):
+    """`sbatch` stand-in on PATH, the test's folder as shared storage."""
+    monkeypatch.setenv("PATH", f"{make_stubs(shared_tmp)}{os.pathsep}{os.environ['PATH']}")
+    for name, value in (("STUB_DIR", str(shared_tmp)), ("STUB_NODES", ""), ("STUB_ADDRS", "")):
+        monkeypatch.setenv(name, value)
+    config = shared_tmp / "mine.yaml"
+    config.write_text("model_name_or_path: org/new\ndataset_name: d\nreward_funcs: [accuracy_reward]\n")
+    return shared_tmp, ["slurm", "grpo", "--nodes", "2", "--gpus-per-node", "8", "--runtime", "none"]
+
+
+def test_another_run_in_the_run_folder_is_refused_before_submitting(submit_host, capsys):
+    tmp_path, argv = submit_host
+    previous_run(tmp_path / "runs" / "grpo", "org/old")
+    argv += ["--config", str(tmp_path / "mine.yaml"), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path}/runs/grpo holds another run than this one" in err
+    assert "model_name_or_path: org/old -> org/new" in err
+    assert "--fresh (TRLSTACK_FRESH=1): move it aside" in err and "--resume (TRLSTACK_RESUME=1)" in err
+    assert not (tmp_path / "sbatch.jsonl").exists()
+
+
+def test_fresh_moves_the_other_run_aside_once_on_the_submit_host(submit_host, capsys):
+    tmp_path, argv = submit_host
+    previous_run(tmp_path / "runs" / "grpo", "org/old")
+    argv += ["--config", str(tmp_path / "mine.yaml"), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main([*argv, "--fresh"]) == 0
+    aside = [path for path in (tmp_path / "runs").iterdir() if path.name.startswith("grpo.")]
+    assert len(aside) == 1 and (aside[0] / "checkpoint-3").is_dir()
+    assert not (tmp_path / "runs" / "grpo").exists()
+    assert f"moved {tmp_path}/runs/grpo to {aside[0]}; nothing in it was changed or deleted" in (
+        capsys.readouterr().err
+    )
+    # The trainers never move it again, whatever the submitting shell exported.
+    script = (tmp_path / "runs" / "trlstack-grpo.sbatch").read_text()
+    assert "TRLSTACK_FRESH= " in script and " --resume" not in script
+
+
+def test_resume_lets_the_trainers_continue_the_other_run(submit_host, capsys):
+    tmp_path, argv = submit_host
+    previous_run(tmp_path / "runs" / "grpo", "org/old")
+    argv += ["--config", str(tmp_path / "mine.yaml"), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main([*argv, "--resume"]) == 0
+    assert "continuing the run in" in capsys.readouterr().err
+    assert (tmp_path / "runs" / "grpo" / "checkpoint-3").is_dir()
+    script = flat((tmp_path / "runs" / "trlstack-grpo.sbatch").read_text())
+    assert '--output-dir "$RUN_DIR" --resume --vllm-url' in script
+
+
+def test_the_same_run_is_resumed_without_a_word(submit_host, capsys):
+    tmp_path, argv = submit_host
+    previous_run(tmp_path / "runs" / "grpo", "org/new")
+    argv += ["--config", str(tmp_path / "mine.yaml"), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main(argv) == 0
+    assert (tmp_path / "runs" / "grpo" / "checkpoint-3").is_dir()
+
+
 BAD = [
     (["--nodes", "1", "--gpus-per-node", "8"], "--nodes 1: a Slurm run spans at least 2 nodes"),
     (
@@ -559,6 +624,7 @@ BAD = [
     (["--nodes", "2", "--gpus-per-node", "8", "--vllm-args", "'unclosed"], "No closing quotation"),
     (["--nodes", "2", "--gpus-per-node", "8", "--config", "absent.yaml"], "absent.yaml does not exist"),
     (["--nodes", "2", "--gpus-per-node", "8", "--dry-run", "--submit"], "not allowed with argument"),
+    (["--nodes", "2", "--gpus-per-node", "8", "--resume", "--fresh"], "choose one"),
     (
         ["--nodes", "2", "--gpus-per-node", "8", "--image", "/nowhere/x.sif"],
         "--image /nowhere/x.sif does not exist",
