@@ -437,6 +437,8 @@ def render(settings: SlurmSettings) -> str:
         "# The ports each role binds on its node, checked free before anything starts.",
         f'SERVER_PORTS="{"$VLLM_PORT" if layout.serve_nodes else ""}"',
         f'TRAINER_PORTS="{"$MAIN_PORT $GROUP_PORT" if layout.mode == "server" else "$MAIN_PORT"}"',
+        "# Job step names: sacct shows each role under its command, and a stop signals the trainers' steps",
+        "# by name before the server's.",
         f"SERVER_STEP={SERVER_STEP} TRAINER_STEP={TRAINER_STEP} CHECK_STEP={CHECK_STEP}",
     ]
     if settings.runtime == "none" and settings.image:

@@ -48,3 +48,20 @@ def test_a_bad_request_is_refused_before_anything_is_submitted(cluster, argv, me
     assert message in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert jobs_so_far(cluster) == before
+
+
+def test_another_run_in_the_run_folder_is_refused_before_anything_is_submitted(cluster):
+    # A run train left on the shared volume, of another model than this request's.
+    lines = [f"model_name_or_path: {TINY}/other", f"dataset_name: {TINY}/dataset", "reward_funcs: [x]"]
+    script = f"mkdir -p /shared/stale/grpo/checkpoint-2 && printf '%s\\n' {' '.join(map(repr, lines))}"
+    left = cluster.run("bash", "-c", f"{script} > /shared/stale/grpo/trlstack-grpo.yaml")
+    assert left.returncode == 0, left.stderr
+    before = jobs_so_far(cluster)
+    argv = ["--nodes", "2", "--cpu", "--runtime", "none", "--output-dir", "/shared/stale"]
+    done = cluster.slurm(
+        "grpo", *argv, "--model", f"{TINY}/model", "--dataset", f"{TINY}/dataset", "--submit"
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "/shared/stale/grpo holds another run than this one" in done.stderr
+    assert f"model_name_or_path: {TINY}/other -> {TINY}/model" in done.stderr
+    assert jobs_so_far(cluster) == before
