@@ -126,8 +126,10 @@ class Cluster:
         done = self.run(
             "sacct", "--duplicates", "--parsable2", "--noheader", "--jobs", job, "--format=JobName,SubmitLine"
         )
-        rows = [line.split("|", 1) for line in done.stdout.splitlines()]
-        return [line for name, line in rows if name == step_name]
+        # A command line can span lines (the node check's script): only the lines a record starts are read.
+        return [
+            line.split("|", 1)[1] for line in done.stdout.splitlines() if line.startswith(f"{step_name}|")
+        ]
 
     def sacct_table(self, job: str) -> str:
         """sacct's own table of the job, for the test's output."""
