@@ -7,7 +7,9 @@ machine sends from to reach the server, which the kernel's routing table gives w
 
 `trainer_host_ip` is the decision (pure: the route and the local-address test are passed in);
 `local_address_toward` and `is_local_address` are the side effects, for the defaults and for other launchers
-(a Slurm job sets VLLM_HOST_IP the same way).
+(a Slurm job sets VLLM_HOST_IP the same way). `host_addresses` reads an address or a name in every spelling
+(`0`, `::`, `::ffff:0.0.0.0` and a name that resolves to one are all the any-address), for the guards on what
+a role binds or dials.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import ipaddress
 import socket
 import urllib.parse
 from collections.abc import Callable
+from typing import TypeAlias
 
 from trlstack.defaults import LOOPBACK, Env
 from trlstack.errors import UsageError
 
+IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback"})
 
 
@@ -35,6 +39,30 @@ def is_loopback(host: str) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped.is_loopback
     return address.is_loopback
+
+
+def resolved(host: str) -> list[str]:
+    """The addresses a host name stands for (a side effect: DNS or /etc/hosts); socket.gaierror when none."""
+    return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)})
+
+
+def host_addresses(host: str, resolve: Callable[[str], list[str]] = resolved) -> list[IPAddress]:
+    """The addresses `host` stands for, IPv4 where IPv6 maps one (`::ffff:0.0.0.0` is 0.0.0.0); a name
+    through `resolve`, whose OSError passes on."""
+    try:
+        found = [ipaddress.ip_address(host.strip("[]").split("%")[0])]
+    except ValueError:
+        found = [ipaddress.ip_address(address.split("%")[0]) for address in resolve(host)]
+    return [a.ipv4_mapped or a if isinstance(a, ipaddress.IPv6Address) else a for a in found]
+
+
+def is_any_address(host: str, resolve: Callable[[str], list[str]] = resolved) -> bool:
+    """Whether `host` stands for the any-address, in any spelling: bound, it listens on every interface;
+    dialled, it reaches only the machine that dials. A name that does not resolve stands for none."""
+    try:
+        return any(address.is_unspecified for address in host_addresses(host, resolve))
+    except OSError:
+        return False
 
 
 def local_address_toward(host: str, port: int) -> str:
@@ -87,6 +115,12 @@ def trainer_host_ip(
     port = parts.port or (443 if parts.scheme == "https" else 80)
     flag = f"--host-ip ({Env.VLLM_HOST_IP})"
     if given:
+        if is_any_address(given):
+            raise UsageError(
+                f"{flag} is {given}, the any-address: the server's workers would dial their own machine "
+                "for the weight transfer and wait forever. Give the address the server reaches this machine "
+                f"at, or leave {flag} unset (train then uses the address this machine reaches {host} from)."
+            )
         if is_loopback(given) and not is_loopback(host):
             raise UsageError(
                 f"{flag} is {given}, this machine's loopback, but the vLLM server at {server_url} is on "

@@ -27,6 +27,8 @@ MODULE_COMMANDS = {
     "bundle": ("trlstack.bundle", "pack the locked GPU stack as an offline bundle for another machine"),
     "tiny": ("trlstack.tiny", "make a tiny model and tokenizer on the spot, for smoke tests without the Hub"),
     "verify": ("trlstack.verify", "check an image against its commit: uv.lock, the SBOM, kernels.lock"),
+    "slurm": ("trlstack.slurm", "write (or submit) an sbatch script that runs a recipe across Slurm nodes"),
+    "export": ("trlstack.export", "turn the built image into an Apptainer .sif or an enroot .sqsh"),
 }
 
 

@@ -13,6 +13,7 @@ DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 LOOPBACK = "127.0.0.1"
 DEFAULT_VLLM_PORT = 8000  # vLLM's HTTP API
 DEFAULT_GROUP_PORT = 51216  # the NCCL group that moves weights from the trainer into vLLM
+DEFAULT_MAIN_PROCESS_PORT = 29500  # where training machines meet (accelerate's and torchrun's default)
 DEFAULT_VLLM_URL = f"http://{LOOPBACK}:{DEFAULT_VLLM_PORT}"
 DEFAULT_HEALTH_TIMEOUT_S = 1800.0  # model download, weight loading, torch.compile and CUDA graphs
 
@@ -61,6 +62,10 @@ class Env(StrEnum):
     FRESH = "TRLSTACK_FRESH"
     HEALTH_TIMEOUT = "TRLSTACK_HEALTH_TIMEOUT"
     CPU = "TRLSTACK_CPU"
+    NUM_MACHINES = "TRLSTACK_NUM_MACHINES"
+    MACHINE_RANK = "TRLSTACK_MACHINE_RANK"
+    MAIN_PROCESS_IP = "TRLSTACK_MAIN_PROCESS_IP"
+    MAIN_PROCESS_PORT = "TRLSTACK_MAIN_PROCESS_PORT"
 
     # The GPU plan as `.env` holds it (`trlstack plan --format env` writes it): compose hands these keys to
     # the roles, and to `trlstack plan --check`, which checks them as written.
@@ -85,10 +90,13 @@ class Env(StrEnum):
     CA_BUNDLE = "TRLSTACK_CA_BUNDLE"
     WITH_KERNEL_CACHE = "TRLSTACK_WITH_KERNEL_CACHE"
     NIX_ROOT = "TRLSTACK_NIX_ROOT"
+    SLURM_IMAGE = "TRLSTACK_SLURM_IMAGE"  # the test Slurm cluster's node image (tests/slurm)
 
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"
+    NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"  # the interface NCCL's sockets use (a Slurm job sets it)
+    GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"  # the same for gloo (torch.distributed on the CPU)
     PET_SIGNALS_TO_HANDLE = "PET_SIGNALS_TO_HANDLE"  # torch elastic's agent: the signals it forwards itself
     VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
     VLLM_USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"

@@ -103,11 +103,17 @@ def add_setting(
         )
 
 
-def add_settings(parser: Group, settings: type[DataclassInstance], environ: Mapping[str, str]) -> None:
-    """Add every setting the dataclass `settings` declares, in the order declared."""
+def add_settings(
+    parser: Group,
+    settings: type[DataclassInstance],
+    environ: Mapping[str, str],
+    only: Sequence[str] | None = None,
+) -> None:
+    """Add every setting the dataclass `settings` declares (or those named in `only`), in the order declared:
+    a command that hands settings on to a role takes them as the role declares them."""
     for field in dataclasses.fields(settings):
         spec = field.metadata.get(_SETTING)
-        if spec is not None:
+        if spec is not None and (only is None or field.name in only):
             add_setting(parser, field.name, spec, field.default, environ)
 
 
@@ -165,6 +171,14 @@ def positive_int(raw: str) -> int:
     value = _number(int, raw, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} is not a positive whole number")
+    return value
+
+
+def rank_number(raw: str) -> int:
+    """argparse type: a rank, a whole number from 0."""
+    value = _number(int, raw, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a rank (0 or more)")
     return value
 
 

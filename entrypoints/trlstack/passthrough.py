@@ -133,20 +133,23 @@ def check_option(
         )
 
 
-def check_passthrough(extra: Sequence[str], where: Receiver, taken: Mapping[str, str], role: str) -> None:
-    """Refuse arguments after `--` that would override what `role` sets itself (`taken`: dest -> what to do
-    instead), and options `where` does not have; vLLM's `--config FILE` is read and held to the same rule."""
+def check_passthrough(
+    extra: Sequence[str], where: Receiver, taken: Mapping[str, str], role: str, place: str = "after `--`"
+) -> None:
+    """Refuse arguments after `--` (or at another `place`) that would override what `role` sets itself
+    (`taken`: dest -> what to do instead), and options `where` does not have; vLLM's `--config FILE` is read
+    and held to the same rule."""
     words = list(option_words(extra, where.vllm))
     if where.vllm:
         configs = [(at, word) for at, word in words if word.option == "--config"]
         if len(configs) > 1:
-            raise UsageError("--config is given more than once after `--`; vllm serve reads one config file.")
+            raise UsageError(f"--config is given more than once {place}; vllm serve reads one config file.")
         for at, word in configs:
             _check_vllm_config(extra, at, word, where, taken, role)
     for _, word in words:
         if word.option in ("-h", "--help") or (where.vllm and word.option.startswith("--help")):
             continue
-        check_option(word.written, word.option, where, taken, role)
+        check_option(word.written, word.option, where, taken, role, place)
 
 
 # vLLM's --config FILE --------------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
-"""The two ports the roles talk over, vLLM's HTTP API and the NCCL group that moves weights into it, declared
-once for every command that takes them, and what a local port is doing."""
+"""The ports the roles talk over, vLLM's HTTP API, the NCCL group that moves weights into it and the
+rendezvous where training machines meet, declared once for every command that takes them, and what a local
+port is doing."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, LOOPBACK, Env
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_MAIN_PROCESS_PORT, DEFAULT_VLLM_PORT, LOOPBACK, Env
 from trlstack.options import port_number, setting
 
 
@@ -19,6 +20,12 @@ def group_port_setting() -> Any:
     """The NCCL weight-transfer port (train --vllm-group-port, plan and doctor --group-port)."""
     help = "port of the NCCL group that moves weights from the trainer to vLLM"
     return setting(Env.VLLM_GROUP_PORT, help, DEFAULT_GROUP_PORT, port_number)
+
+
+def main_process_port_setting() -> Any:
+    """The rendezvous port on the rank-0 training machine (train and trlstack slurm --main-process-port)."""
+    help = "port on the rank-0 machine where the training machines meet (torch.distributed's rendezvous)"
+    return setting(Env.MAIN_PROCESS_PORT, help, DEFAULT_MAIN_PROCESS_PORT, port_number)
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,12 @@ unless told otherwise, and refuses addresses other machines could reach without 
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TypeAlias
 
+from trlstack.addresses import host_addresses, resolved
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
@@ -32,8 +30,6 @@ from trlstack.options import (
 )
 from trlstack.passthrough import VLLM, check_passthrough, receiver
 from trlstack.ports import http_port_setting
-
-IPAddress: TypeAlias = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 ROLE = Role(
     "serve-vllm",
@@ -84,30 +80,17 @@ class ServeSettings:
     extra: list[str] = field(default_factory=list)  # after `--`: passed to `vllm serve` unchanged
 
 
-def resolve_host(host: str) -> list[str]:
-    """The addresses a host name stands for (a side effect: DNS or /etc/hosts)."""
-    try:
-        return sorted({str(info[4][0]) for info in socket.getaddrinfo(host, None)})
-    except socket.gaierror as error:
-        raise UsageError(
-            f"--host {host!r} does not resolve ({error.strerror}); give an IP address such as 127.0.0.1."
-        ) from None
-
-
-def bind_addresses(host: str, resolve: Callable[[str], list[str]] = resolve_host) -> list[IPAddress]:
-    """The addresses a bind to `host` listens on, IPv4 where IPv6 maps one (`::ffff:0.0.0.0` is 0.0.0.0)."""
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        addresses = [ipaddress.ip_address(address.split("%")[0]) for address in resolve(host)]
-    return [a.ipv4_mapped or a if isinstance(a, ipaddress.IPv6Address) else a for a in addresses]
-
-
-def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolve_host) -> None:
+def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolved) -> None:
     """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights."""
     if allow_public:
         return
-    addresses = bind_addresses(host, resolve)
+    try:
+        addresses = host_addresses(host, resolve)
+    except OSError as error:
+        raise UsageError(
+            f"--host {host!r} does not resolve ({error.strerror or error}); give an IP address such as "
+            f"{LOOPBACK}."
+        ) from None
     exposed = [a for a in addresses if a.is_unspecified or not (a.is_loopback or a.is_private)]
     if exposed:
         what = (

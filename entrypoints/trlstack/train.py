@@ -31,12 +31,13 @@ from trlstack.options import (
     one_of,
     parse_role,
     positive_int,
+    rank_number,
     setting,
     switch,
     wait_seconds,
 )
 from trlstack.passthrough import check_passthrough, receiver
-from trlstack.ports import group_port_setting
+from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES, RUNNER, Recipe
 
 ROLE = Role(
@@ -117,6 +118,17 @@ class TrainSettings:
         "train although the server serves a model not recognised as this one (by name, Hub repo or "
         "config.json), e.g. a copy this machine cannot read; another model fails at the first weight sync",
     )
+    # Several machines: one train on each, placed by its rank (`trlstack slurm` sets these).
+    num_machines: int = setting(
+        Env.NUM_MACHINES, "training machines in all, one train on each", 1, positive_int
+    )
+    machine_rank: int = setting(Env.MACHINE_RANK, "this machine's rank among them, from 0", 0, rank_number)
+    main_process_ip: str | None = setting(
+        Env.MAIN_PROCESS_IP,
+        "with --num-machines: the rank-0 machine's address, where the machines meet",
+        type=checked_host,
+    )
+    main_process_port: int = main_process_port_setting()
     extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
 
     @property
@@ -190,13 +202,17 @@ TAKEN = {
 }
 
 
-def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
-    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
+def check_resume_choice(settings: TrainSettings) -> None:
     if settings.resume and settings.fresh:
         raise UsageError(
             f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
             f"{Env.FRESH}); choose one."
         )
+
+
+def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
+    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
+    check_resume_choice(settings)
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -206,6 +222,32 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
         raise UsageError(
             f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
             f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
+        )
+    check_machines(settings)
+
+
+def check_machines(settings: TrainSettings) -> None:
+    """Several machines need each one's rank below their count and the rank-0 machine's address, one the
+    others can dial: neither loopback nor the any-address, in any spelling."""
+    if settings.machine_rank >= settings.num_machines:
+        raise UsageError(
+            f"--machine-rank {settings.machine_rank} ({Env.MACHINE_RANK}) is not below --num-machines "
+            f"{settings.num_machines} ({Env.NUM_MACHINES}); ranks count from 0 to "
+            f"{settings.num_machines - 1}."
+        )
+    if settings.num_machines == 1:
+        return
+    flag = f"--main-process-ip ({Env.MAIN_PROCESS_IP})"
+    address = settings.main_process_ip
+    if not address:
+        raise UsageError(
+            f"--num-machines {settings.num_machines} needs {flag}: the address of the machine with rank 0, "
+            "which every other machine connects to."
+        )
+    if addresses.is_loopback(address) or addresses.is_any_address(address):
+        raise UsageError(
+            f"{flag} is {address}, which every machine reads as itself, so the machines would never meet; "
+            "give the rank-0 machine's address on the network the machines share."
         )
 
 
@@ -269,18 +311,63 @@ def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
     return keys
 
 
-def accelerate_launch(processes: int, precision: str, cpu: bool) -> list[str]:
-    """`accelerate launch` and every option it would otherwise guess or read from its own config file.
+def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int = 1) -> list[str]:
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file;
+    `processes` on each of `machines` (accelerate counts them over all machines).
 
-    accelerate's --cpu runs one process; more go through torch elastic (--multi_gpu), whatever the device: the
-    config's use_cpu then makes them one gloo process group on the CPU.
+    accelerate's --cpu runs one process; more, on one machine or several, go through torch elastic
+    (--multi_gpu), whatever the device: the config's use_cpu then makes them one gloo process group on the
+    CPU.
     """
-    argv = ["accelerate", "launch", *(["--cpu"] if cpu and processes == 1 else [])]
-    argv += ["--num_processes", str(processes)]
-    if processes > 1:
+    total = processes * machines
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu and total == 1 else [])]
+    argv += ["--num_processes", str(total)]
+    if total > 1:
         argv.append("--multi_gpu")
     mixed = precision if precision in ("bf16", "fp16") else "no"
-    return [*argv, "--num_machines", "1", "--mixed_precision", mixed, "--dynamo_backend", "no"]
+    return [*argv, "--num_machines", str(machines), "--mixed_precision", mixed, "--dynamo_backend", "no"]
+
+
+def machine_options(settings: TrainSettings) -> list[str]:
+    """accelerate's options that place this machine among several (none on one machine, where torch keeps its
+    own port). The static rendezvous gives each machine the rank it is told, so the rank-0 machine, which
+    hosts the rendezvous, is the one at --main-process-ip."""
+    if settings.num_machines == 1:
+        return []
+    return [
+        "--machine_rank",
+        str(settings.machine_rank),
+        "--main_process_ip",
+        str(settings.main_process_ip),
+        "--main_process_port",
+        str(settings.main_process_port),
+        "--rdzv_backend",
+        "static",
+    ]
+
+
+def run_config(
+    settings: TrainSettings, user_config: Mapping[str, Any], recipe: Recipe, source: str
+) -> dict[str, Any]:
+    """The config that says what the run is: the user's, checked against the recipe, with --model, --dataset
+    and --reward-model applied, and the smoke run's keys with --cpu (not yet train's choices for the machine);
+    UsageError naming unknown keys and what is missing."""
+    from trlstack import trainconfig  # YAML: not imported for --help
+
+    trainconfig.check_keys(user_config, recipe, source)
+    config = dict(user_config)
+    overrides = {
+        "model_name_or_path": settings.model,
+        "dataset_name": settings.dataset,
+        recipe.reward_model_key: settings.reward_model,
+    }
+    config.update({key: value for key, value in overrides.items() if value})
+    if settings.dataset:
+        config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
+    trainconfig.check_required(config, recipe, source)
+    if settings.cpu:
+        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
+    return config
 
 
 def build_launch(
@@ -301,23 +388,12 @@ def build_launch(
 
     recipe = resolve_recipe(settings.recipe)
     check_contradictions(settings, recipe)
-    trainconfig.check_keys(user_config, recipe, source)
-    config = dict(user_config)
-    overrides = {
-        "model_name_or_path": settings.model,
-        "dataset_name": settings.dataset,
-        recipe.reward_model_key: settings.reward_model,
-    }
-    config.update({key: value for key, value in overrides.items() if value})
-    if settings.dataset:
-        config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
-    trainconfig.check_required(config, recipe, source)
+    config = run_config(settings, user_config, recipe, source)
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
 
     env: dict[str, str] = {}
     notes: list[str] = []
     if settings.cpu:
-        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
         processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
     else:
@@ -339,6 +415,9 @@ def build_launch(
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
         attention = policy.choose_attention(gpus, unavailable)
     notes.append(f"precision {precision} ({why})")
+    if settings.num_machines > 1:
+        where = f"{settings.main_process_ip}:{settings.main_process_port}"
+        notes.append(f"machine rank {settings.machine_rank} of {settings.num_machines}, meeting at {where}")
 
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
@@ -361,7 +440,8 @@ def build_launch(
         )
     path = trainconfig.merged_path(config["output_dir"], recipe)
     argv = [
-        *accelerate_launch(processes, precision, settings.cpu),
+        *accelerate_launch(processes, precision, settings.cpu, settings.num_machines),
+        *machine_options(settings),
         "-m",
         RUNNER,  # runs recipe.module so that a stop signal ends it with a checkpoint
         recipe.module,
@@ -372,21 +452,27 @@ def build_launch(
 
 
 def previous_run_to_move(
-    settings: TrainSettings, output_dir: Path, recipe: Recipe, config: Mapping[str, Any]
+    settings: TrainSettings,
+    output_dir: Path,
+    recipe: Recipe,
+    config: Mapping[str, Any],
+    tell: Callable[[str], None] | None = None,
 ) -> Path | None:
     """Where to move the other run in the output folder (--fresh), or None to resume what is there (the same
-    run, or another one with --resume); UsageError showing the difference when neither was chosen."""
+    run, or another one with --resume); UsageError showing the difference when neither was chosen. `tell`
+    (default: train's log line) says which; trlstack slurm decides this on the submit host."""
+    tell = tell or say
     previous = outputs.previous_run(output_dir, recipe.name)
     found = outputs.differences(previous, recipe.name, config) if previous else []
     if previous is None or not found:
         return None
     aside = outputs.aside_name(output_dir, datetime.datetime.now())
     if settings.resume:
-        say(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
+        tell(f"continuing the run in {output_dir} although it differs (--resume): {'; '.join(found)}")
         return None
     if not settings.fresh:
         raise UsageError(outputs.refusal(output_dir, previous, found, aside))
-    say(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
+    tell(f"the other run in {output_dir} differs ({'; '.join(found)}); --fresh moves it aside to {aside}")
     return aside
 
 

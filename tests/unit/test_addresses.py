@@ -6,7 +6,13 @@ from __future__ import annotations
 import socket
 
 import pytest
-from trlstack.addresses import is_local_address, is_loopback, local_address_toward, trainer_host_ip
+from trlstack.addresses import (
+    is_any_address,
+    is_local_address,
+    is_loopback,
+    local_address_toward,
+    trainer_host_ip,
+)
 from trlstack.errors import UsageError
 
 TEST_NET = "192.0.2.1"  # RFC 5737: never an address of a real machine
@@ -32,6 +38,29 @@ def test_loopback_in_every_spelling(host):
 @pytest.mark.parametrize("host", ["vllm", "10.0.0.7", "0.0.0.0", "::", "::ffff:10.0.0.7", "example.org"])
 def test_other_hosts_are_not_loopback(host):
     assert not is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "0", "0x0", "::", "[::]", "::ffff:0.0.0.0", "0:0:0:0:0:0:0:0"])
+def test_the_any_address_in_every_spelling(host):
+    assert is_any_address(host)
+
+
+def test_a_name_is_the_any_address_when_it_resolves_to_it():
+    assert is_any_address("anywhere", resolve=lambda name: ["127.0.0.1", "::ffff:0.0.0.0"])
+    assert not is_any_address("vllm", resolve=lambda name: ["10.0.0.7"])
+
+
+def test_a_name_that_does_not_resolve_stands_for_no_address():
+    assert not is_any_address("no-such-host.invalid")
+
+
+@pytest.mark.parametrize("given", ["0.0.0.0", "::", "::ffff:0.0.0.0"])
+def test_the_any_address_is_never_the_trainers_address(given):
+    # Dialled by the server's workers, it reaches their own machine: the rendezvous would wait forever.
+    with pytest.raises(UsageError, match="the any-address"):
+        trainer_host_ip("http://10.0.0.7:8000", given, is_local=lambda address: True)
+    with pytest.raises(UsageError, match="the any-address"):
+        trainer_host_ip("http://127.0.0.1:8000", given, is_local=lambda address: True)
 
 
 def no_route(host, port):

@@ -125,6 +125,61 @@ def test_cpu_smoke_with_more_processes_runs_them_through_torch_elastic_over_gloo
     assert launch.config["use_cpu"] is True
 
 
+# Several machines: one train on each, placed by its rank; accelerate gets the totals and the rendezvous.
+
+
+def test_gpu_machines_meet_at_the_rank_0_machine():
+    settings = TrainSettings(
+        recipe="grpo",
+        num_machines=3,
+        machine_rank=2,
+        main_process_ip="10.0.0.2",
+        vllm_url="http://10.0.0.1:8000",
+    )
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(8), route=lambda host, port: "10.0.0.4")
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", "24", "--multi_gpu",
+        "--num_machines", "3", "--mixed_precision", "bf16", "--dynamo_backend", "no",
+        "--machine_rank", "2", "--main_process_ip", "10.0.0.2", "--main_process_port", "29500",
+        "--rdzv_backend", "static", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.command.env == {"VLLM_HOST_IP": "10.0.0.4", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert "machine rank 2 of 3, meeting at 10.0.0.2:29500" in launch.notes
+
+
+def test_cpu_machines_run_one_process_each_through_torch_elastic():
+    # As for several processes on one machine: --multi_gpu starts them, use_cpu puts them in one gloo group.
+    settings = TrainSettings(
+        recipe="grpo",
+        cpu=True,
+        num_machines=2,
+        machine_rank=1,
+        main_process_ip="node2",
+        main_process_port=29700,
+    )
+    launch = build_launch(settings, GRPO, "grpo.yaml", [])
+    assert launch.command.argv == [
+        "accelerate", "launch", "--num_processes", "2", "--multi_gpu",
+        "--num_machines", "2", "--mixed_precision", "no", "--dynamo_backend", "no",
+        "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700",
+        "--rdzv_backend", "static", *launch_tail(),
+    ]  # fmt: skip
+    assert launch.command.env == {}
+
+
+def test_machine_settings_come_from_flags_or_the_environment():
+    environ = {
+        "TRLSTACK_NUM_MACHINES": "4",
+        "TRLSTACK_MACHINE_RANK": "3",
+        "TRLSTACK_MAIN_PROCESS_IP": "10.1.0.1",
+    }
+    settings, _ = train.parse_role(
+        train.ROLE, TrainSettings, ["grpo", "--main-process-port", "29600"], environ
+    )
+    assert (settings.num_machines, settings.machine_rank) == (4, 3)
+    assert (settings.main_process_ip, settings.main_process_port) == ("10.1.0.1", 29600)
+
+
 def test_transformers_own_save_on_sigterm_is_left_off_with_a_note():
     # It saves in each process alone, on SIGTERM only; train's stop handling saves in all together.
     launch = build_launch(
@@ -556,6 +611,26 @@ BAD_INPUT = [
     ),
     (["grpo", "--", "--save", "5"], {}, "--save after `--` is ambiguous for the grpo script"),
     (["grpo", "--config", "dashed.yaml"], {}, "learning-rate (did you mean learning_rate?)"),
+    # Several machines: a rank below their count, and a rank-0 address the others can dial.
+    (
+        ["grpo", "--num-machines", "2", "--machine-rank", "2"],
+        {},
+        "--machine-rank 2 (TRLSTACK_MACHINE_RANK) is",
+    ),
+    (["grpo", "--num-machines", "2"], {}, "--num-machines 2 needs --main-process-ip"),
+    (["grpo", "--machine-rank", "-1"], {}, "-1 is not a rank (0 or more)"),
+    (["grpo"], {"TRLSTACK_NUM_MACHINES": "0"}, "TRLSTACK_NUM_MACHINES='0' is not valid"),
+    (["grpo"], {"TRLSTACK_MACHINE_RANK": "1"}, "--machine-rank 1 (TRLSTACK_MACHINE_RANK) is not below"),
+    (["grpo"], {"TRLSTACK_MAIN_PROCESS_PORT": "70000"}, "TRLSTACK_MAIN_PROCESS_PORT='70000' is not valid"),
+    *[
+        (["grpo", "--cpu", "--num-machines", "2", "--main-process-ip", address], {}, "every machine reads as")
+        for address in ("127.0.0.1", "localhost", "0.0.0.0", "0", "::", "::ffff:0.0.0.0", "[::1]")
+    ],
+    # The trainer's address for the weight transfer is never the any-address, however written.
+    *[
+        (["grpo", "--host-ip", address], {}, f"--host-ip (VLLM_HOST_IP) is {address}, the any-address")
+        for address in ("0.0.0.0", "0", "::", "::ffff:0.0.0.0", "0x0")
+    ],
 ]
 
 CONFIGS = {
