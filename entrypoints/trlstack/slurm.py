@@ -388,6 +388,27 @@ def _lines(words: Sequence[str], indent: str, width: int = 104) -> list[str]:
     return lines
 
 
+# What sacct and the job's messages call each role; `label` prefixes the role's output.
+ROLE_NAMES = {"serve": "vLLM server on $SERVER_NODE", "train": "trainer (machine rank $rank) on $node"}
+ROLE_STEPS = {"serve": SERVER_STEP, "train": TRAINER_STEP}
+
+
+def _start(
+    role: str,
+    node: str,
+    label: str,
+    command: Sequence[str],
+    settings: SlurmSettings,
+    layout: Layout,
+    indent: str = "",
+) -> list[str]:
+    """A role's srun in the background with its GPUs, network and runtime, named in ROLE for the job."""
+    _, prefix = _runtime(settings, layout)
+    srun = _srun(node, ROLE_STEPS[role], settings, layout)
+    groups = [_role_env(layout, role, node), srun, prefix, command]
+    return [*_launch(label, groups, indent), f'{indent}ROLE[$!]="{ROLE_NAMES[role]}"']
+
+
 def _launch(label: str, groups: Sequence[Sequence[str]], indent: str = "") -> list[str]:
     """A role in the background, its output prefixed with its name; `$!` is then the role's subshell."""
     body = [line for group in groups if group for line in _lines(group, indent + "    ")]
@@ -445,7 +466,6 @@ def render(settings: SlurmSettings) -> str:
         lines.append('ACTIVATE="$IMAGE/activate"; [ -f "$ACTIVATE" ] || ACTIVATE="$IMAGE/bin/activate"')
     lines.append(PREPARE)
 
-    _, prefix = _runtime(settings, layout)
     if layout.serve_nodes:
         if layout.mode == "cpu":
             lines += [
@@ -459,14 +479,9 @@ def render(settings: SlurmSettings) -> str:
                 "# the any-address in every spelling). Trainers wait for its /health and check its",
                 "# weight-transfer engine before they train.",
             ]
-        srun = _srun("$SERVER_NODE", SERVER_STEP, settings, layout)
-        groups = [_role_env(layout, "serve", "$SERVER_NODE"), srun, prefix, server_command(settings, layout)]
-        lines += _launch("server $SERVER_NODE", groups)
-        lines += [
-            'ROLE[$!]="vLLM server on $SERVER_NODE"',
-            'log "started the vLLM server on $SERVER_NODE"',
-            "",
-        ]
+        server = server_command(settings, layout)
+        lines += _start("serve", "$SERVER_NODE", "server $SERVER_NODE", server, settings, layout)
+        lines += ['log "started the vLLM server on $SERVER_NODE"', ""]
     lines += [
         "# One trainer per node, accelerate multi-node: machine rank 0 (the first trainer node) hosts the",
         "# rendezvous. NCCL and gloo use the interface of the route to the server; each trainer sets",
@@ -475,11 +490,9 @@ def render(settings: SlurmSettings) -> str:
         'for rank in "${!TRAINER_NODES[@]}"; do',
         "  node=${TRAINER_NODES[$rank]}",
     ]
-    srun = _srun("$node", TRAINER_STEP, settings, layout)
-    groups = [_role_env(layout, "train", "$node"), srun, prefix, trainer_command(settings, layout)]
-    lines += _launch("trainer $rank $node", groups, indent="  ")
+    trainer = trainer_command(settings, layout)
+    lines += _start("train", "$node", "trainer $rank $node", trainer, settings, layout, indent="  ")
     lines += [
-        '  ROLE[$!]="trainer (machine rank $rank) on $node"',
         "done",
         'log "started ${#TRAINER_NODES[@]} trainer(s) on ${TRAINER_NODES[*]}"',
         SUPERVISE,
