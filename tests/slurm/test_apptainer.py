@@ -3,6 +3,7 @@ CPU smoke across two nodes inside it (`srun apptainer exec`), as users without r
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -26,6 +27,10 @@ def sif(cluster, trlstack_image):
     inspect = ["docker", "image", "inspect", "--format", "{{.Size}}", trlstack_image]
     needed = SPACE_PER_IMAGE_BYTE * int(subprocess.run(inspect, capture_output=True, text=True).stdout) / 1e9
     free = shutil.disk_usage(root).free / 1e9
+    if free < needed and os.environ.get("TRLSTACK_TESTS_MAY_PRUNE") == "1":
+        # A throwaway machine (.ci/run sets it): the engine's build cache is only ever rebuilt there.
+        subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True, check=True)
+        free = shutil.disk_usage(root).free / 1e9
     if free < needed:
         pytest.fail(
             f"converting {trlstack_image} needs about {needed:.0f} GB free under {root}; {free:.0f} GB are"
