@@ -90,6 +90,7 @@ class Env(StrEnum):
     CA_BUNDLE = "TRLSTACK_CA_BUNDLE"
     WITH_KERNEL_CACHE = "TRLSTACK_WITH_KERNEL_CACHE"
     NIX_ROOT = "TRLSTACK_NIX_ROOT"
+    TESTS_MAY_PRUNE = "TRLSTACK_TESTS_MAY_PRUNE"  # .ci/run: a throwaway machine, its build cache may go
     SLURM_IMAGE = "TRLSTACK_SLURM_IMAGE"  # the test Slurm cluster's node image (tests/slurm)
 
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
