@@ -103,6 +103,24 @@ def reward_early_letters(completions, **_) -> list[float]:
     return [sum(word[:1] < "f" for word in text.split()) / max(1, len(text.split())) for text in completions]
 
 
+def grpo_shape(args: argparse.Namespace, vllm: bool) -> dict:
+    """The GRPO step every GPU benchmark measures: batch, group, fixed-length completions (the same generation
+    work with and without vLLM), steps; no saving or reporting."""
+    n = args.completion_tokens
+    return dict(
+        per_device_train_batch_size=args.batch,
+        num_generations=args.generations,
+        max_completion_length=n,
+        generation_kwargs={"min_tokens": n, "ignore_eos": True} if vllm else {"min_new_tokens": n},
+        max_steps=args.steps,
+        learning_rate=1e-6,
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        use_vllm=vllm,
+    )
+
+
 def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
     """Run in a child process: GRPO for --steps steps; return per-step wall-clock times and logged metrics."""
     import torch
@@ -113,22 +131,11 @@ def one_mode(mode: str, model_dir: str, args: argparse.Namespace) -> dict:
     vocabulary = words(5000)
     prompts = [" ".join(vocabulary[(7 * i + j) % 5000] for j in range(args.prompt_words)) for i in range(512)]
     dataset = Dataset.from_dict({"prompt": prompts})
-    n = args.completion_tokens
     vllm = mode in ("vllm-colocate", SERVER_MODE)
     config = GRPOConfig(
         output_dir=tempfile.mkdtemp(prefix=f"grpo-{mode}-"),
-        per_device_train_batch_size=args.batch,
-        num_generations=args.generations,
-        max_completion_length=n,
-        # Fixed-length completions: the same generation work in both modes.
-        generation_kwargs={"min_tokens": n, "ignore_eos": True} if vllm else {"min_new_tokens": n},
-        max_steps=args.steps,
-        learning_rate=1e-6,
+        **grpo_shape(args, vllm),
         bf16=torch.cuda.is_available(),
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_vllm=vllm,
         vllm_mode="server" if mode == SERVER_MODE else "colocate",
         vllm_server_base_url=args.server_url,
         vllm_gpu_memory_utilization=0.3,

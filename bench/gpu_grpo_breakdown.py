@@ -35,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from children import run_case  # noqa: E402
-from gpu_grpo import QWEN25_05B, make_model, make_tokenizer, reward_early_letters, words  # noqa: E402
+from gpu_grpo import QWEN25_05B, grpo_shape, make_model, make_tokenizer, reward_early_letters, words  # noqa: E402
 
 STARTED = time.time()  # the child process's start, for the time to the first finished step
 
@@ -229,23 +229,12 @@ def grpo_config(kind: str, variant: str, args, output_dir: str):
     import torch
     from trl import GRPOConfig
 
-    n = args.completion_tokens
     gpu = torch.cuda.is_available()
-    vllm = kind == "grpo"
     settings = dict(
         output_dir=output_dir,
-        per_device_train_batch_size=args.batch,
-        num_generations=args.generations,
-        max_completion_length=n,
-        generation_kwargs={"min_tokens": n, "ignore_eos": True} if vllm else {"min_new_tokens": n},
-        max_steps=args.steps,
-        learning_rate=1e-6,
+        **grpo_shape(args, vllm=kind == "grpo"),
         bf16=gpu,
         use_cpu=not gpu,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        use_vllm=vllm,
         vllm_mode="colocate",
         model_init_kwargs={"dtype": torch.bfloat16 if gpu else torch.float32, "attn_implementation": "sdpa"},
         seed=0,
