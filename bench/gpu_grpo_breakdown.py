@@ -12,11 +12,16 @@ tokenizer trained on the spot, as in bench/gpu_grpo.py), every completion forced
   log-probabilities forward, the loss forward, backward, optimizer, and the rest.
 
 The overhead ratio is step / (generate alone + train alone). Cases differ by model shape and by a variant of
-settings (`VARIANTS`); the first `grpo` case of a shape starts with an empty vLLM compile cache, later ones
-reuse it, so their times to the first finished step give the cold and warm start-up.
+settings (`VARIANTS`). Each invocation starts with an empty vLLM compile cache of its own: the first case of a
+shape that builds an engine compiles (`"compile_cache": "cold"`), later ones reuse it ("warm"), so their times
+to the first finished step give the cold and warm start-up (the `startup` plan runs one case twice for that).
+While each case runs, nvidia-smi is sampled every 250 ms: `device_peak_mib` is the GPU's memory in use, vLLM's
+own allocations included (sleep mode frees them while training; torch's peak counter does not show that).
 
     python bench/gpu_grpo_breakdown.py --plan levers --out bench/results/gpu_grpo_breakdown.json
     python bench/gpu_grpo_breakdown.py --plan sizes --out bench/results/gpu_grpo_sizes.json
+    python bench/gpu_grpo_breakdown.py --plan memory --out bench/results/gpu_grpo_memory.json
+    python bench/gpu_grpo_breakdown.py --plan startup --out bench/results/gpu_grpo_startup.json
 """
 
 from __future__ import annotations
@@ -81,6 +86,13 @@ PLANS = {
         ("grpo", "1.5B", "no-ckpt"),
         ("grpo", "1.5B", "trl"),
     ],
+    "memory": [  # what sleep mode frees, on the GPU as a whole
+        ("grpo", "0.5B", "trl"),
+        ("grpo", "0.5B", "sleep"),
+        ("grpo", "7B", "no-ckpt"),
+        ("grpo", "7B", "no-ckpt-sleep"),
+    ],
+    "startup": [("grpo", "0.5B", "no-ckpt"), ("grpo", "0.5B", "no-ckpt")],  # compile cache cold, then warm
     "smoke": [("train", "tiny", "trl"), ("grpo-generate", "tiny", "trl")],  # CPU check of this script
 }
 SHAPES["tiny"] = {**QWEN25_05B, "vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
@@ -363,8 +375,30 @@ def child(kind: str, shape: str, variant: str, model_dir: str, args) -> dict:
 
 
 def run_child(case: tuple[str, str, str], model_dir: str, args) -> dict:
+    """The case in a process of its own, with the GPU's memory in use sampled meanwhile."""
     argv = [sys.executable, __file__, "--child", *case, model_dir, *args.passthrough]
-    return run_case(argv, args.case_timeout)
+    env = {
+        **os.environ,
+        "VLLM_CACHE_ROOT": str(args.compile_cache),
+        # vLLM's own top-k/top-p sampler, as train runs it (trlstack.defaults.VLLM_ENV)
+        "VLLM_USE_FLASHINFER_SAMPLER": os.environ.get("VLLM_USE_FLASHINFER_SAMPLER", "0"),
+    }
+    with tempfile.TemporaryFile("w+") as samples:
+        try:
+            sampler = subprocess.Popen(SAMPLE_MEMORY, stdout=samples, stderr=subprocess.DEVNULL)
+        except FileNotFoundError:  # no nvidia-smi: a CPU run
+            return run_case(argv, args.case_timeout, env)
+        try:
+            result = run_case(argv, args.case_timeout, env)
+        finally:
+            sampler.terminate()
+            sampler.wait()
+        samples.seek(0)
+        used = [int(line) for line in samples.read().split() if line.isdigit()]
+    return {**result, "device_peak_mib": max(used, default=None)}
+
+
+SAMPLE_MEMORY = ["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits", "-lms", "250"]
 
 
 def overhead(results: list[dict]) -> list[dict]:
@@ -419,6 +453,9 @@ def main() -> int:
 
     cases = [case for case in PLANS[args.plan] if not args.only or case[1] in args.only]
     root = Path(args.models or tempfile.mkdtemp(prefix="grpo-models-"))
+    # Empty: each shape's first engine compiles.
+    args.compile_cache = Path(tempfile.mkdtemp(prefix="grpo-vllm-cache-"))
+    compiled: set[str] = set()
     started = time.perf_counter()
     results: list[dict] = []
 
@@ -457,6 +494,9 @@ def main() -> int:
             if time.perf_counter() - started > args.deadline:
                 result.update(status="skipped", reason=f"past --deadline {args.deadline} s")
             else:
+                if case[0] in ("generate", "grpo"):  # the cases that build a vLLM engine
+                    result["compile_cache"] = "warm" if shape in compiled else "cold"
+                    compiled.add(shape)
                 result.update(run_child(case, str(model_dir), args))
             results.append(result)
             write_report()
@@ -469,6 +509,7 @@ def main() -> int:
             print(f"{' '.join(case):>24}  {shown}", flush=True)
         if args.models is None:
             shutil.rmtree(model_dir, ignore_errors=True)
+    shutil.rmtree(args.compile_cache, ignore_errors=True)
     report = write_report()
     for row in report["overhead"]:
         print(f"overhead {row['shape']} {row['variant']}: {row['ratio']:.2f}", flush=True)

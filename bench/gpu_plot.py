@@ -106,7 +106,8 @@ def plot_breakdown(report: dict, out: Path) -> None:
         axes.text(x, total, f"{total:.2f} s", ha="center", va="bottom", fontsize=8)
     ratios = ", ".join(f"{o['shape']} {o['variant']}: {o['ratio']:.2f}" for o in report.get("overhead", []))
     axes.set_ylabel("seconds per step (median)")
-    axes.set_title(f"GRPO colocated on one {report['gpu']}; overhead step/(generate+train alone): {ratios}")
+    heading = f"GRPO colocated on one {report['gpu']}"
+    axes.set_title(f"{heading}\noverhead step / (generate + train alone): {ratios}")
     axes.legend(fontsize=7, ncol=2)
     figure.tight_layout()
     figure.savefig(out, dpi=120)
@@ -133,6 +134,50 @@ def plot_sizes(report: dict, out: Path) -> None:
     figure.savefig(out, dpi=120)
 
 
+def plot_memory(report: dict, out: Path) -> None:
+    """Peak memory per case: torch's own counter and the whole GPU's (vLLM's allocations included)."""
+    runs = [r for r in report["results"] if r["status"] == "ok"]
+    labels = [f"{r['shape']}\n{r['variant']}" for r in runs]
+    figure, axes = plt.subplots(figsize=(max(7, 1.6 * len(runs)), 4.5))
+    x = range(len(runs))
+    for offset, name, values, color in (
+        (-0.2, "torch peak", [r.get("peak_memory_gib") or 0.0 for r in runs], "#9aa5b1"),
+        (0.2, "GPU in use (nvidia-smi)", [(r.get("device_peak_mib") or 0) / 1024 for r in runs], "#2f6fb0"),
+    ):
+        bars = axes.bar([i + offset for i in x], values, width=0.4, color=color, label=name)
+        axes.bar_label(bars, fmt="%.0f", fontsize=7)
+    axes.set_xticks(list(x), labels, fontsize=8)
+    axes.set_ylabel("peak GiB")
+    axes.set_title(f"GRPO colocated on one {report['gpu']}\npeak memory, sleep mode off and on")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
+def plot_startup(report: dict, out: Path) -> None:
+    """Process start to the first finished step, split: imports and data, trainer with vLLM engine, step 1."""
+    runs = [r for r in report["results"] if r["status"] == "ok"]
+    labels = [f"compile cache {r.get('compile_cache', '?')}" for r in runs]
+    parts = {
+        "imports and data": [r["first_step_after_s"] - r["init_s"] - r["steps"][0]["step"] for r in runs],
+        "trainer and vLLM engine": [r["init_s"] for r in runs],
+        "first step": [r["steps"][0]["step"] for r in runs],
+    }
+    figure, axes = plt.subplots(figsize=(6, 4.5))
+    bottoms = [0.0] * len(runs)
+    for name, values in parts.items():
+        axes.bar(labels, values, bottom=bottoms, label=name)
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    for i, total in enumerate(bottoms):
+        axes.text(i, total, f"{total:.1f} s", ha="center", va="bottom", fontsize=8)
+    shape = runs[0]["shape"] if runs else ""
+    axes.set_ylabel("seconds from process start")
+    axes.set_title(f"GRPO {shape} colocated on one {report['gpu']}: start to first step")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
 PLOTS = {
     "gpu_attention": plot_attention,
     "gpu_attention_fa4": plot_attention,
@@ -140,6 +185,8 @@ PLOTS = {
     "gpu_serve": plot_serve,
     "gpu_grpo_breakdown": plot_breakdown,
     "gpu_grpo_sizes": plot_sizes,
+    "gpu_grpo_memory": plot_memory,
+    "gpu_grpo_startup": plot_startup,
 }
 
 
