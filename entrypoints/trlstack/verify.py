@@ -6,7 +6,8 @@ SBOM, slim.sh's manifest):
     image's labels name this uv.lock and this SBOM (when checking an image or an archive from outside);
   - every Python distribution in the venv is in the SBOM and every SBOM package is installed, at the locked
     version, from a wheel uv.lock lists with the same sha256, with the RECORD the build recorded for it;
-  - every file each RECORD lists has its hash, except the files slim.sh removed or stripped, which its
+  - every file each RECORD lists has its hash (where two wheels list one path and one needs the other, the
+    hash of the one that needs it), except the files slim.sh removed or stripped, which its
     manifest lists with their new hashes; every other file in site-packages is one the SBOM lists (uv's venv
     files), and each .pyc is a hash-checked compilation of its source;
   - the packages excluded-packages.txt leaves out are in uv.lock and not installed;
@@ -38,7 +39,7 @@ import subprocess
 import sys
 import tarfile
 import tomllib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -286,6 +287,33 @@ def locked_wheels(lock_text: str) -> dict[str, dict[str, dict[str, str]]]:
     return locked
 
 
+def locked_dependencies(lock_text: str) -> dict[str, set[str]]:
+    """name -> every package it needs, directly or not (extras included), from uv.lock."""
+    direct: dict[str, set[str]] = {}
+    for package in tomllib.loads(lock_text).get("package", []):
+        needs = list(package.get("dependencies", []))
+        for extra in package.get("optional-dependencies", {}).values():
+            needs += extra
+        direct.setdefault(normalize(package["name"]), set()).update(normalize(d["name"]) for d in needs)
+    closure: dict[str, set[str]] = {}
+
+    def needed(name: str) -> set[str]:
+        if name not in closure:
+            closure[name] = set()  # a cycle ends here
+            for dependency in direct.get(name, ()):
+                closure[name] |= {dependency} | needed(dependency)
+        return closure[name]
+
+    return {name: needed(name) for name in direct}
+
+
+def overlay(owners: Iterable[str], needs: Mapping[str, set[str]]) -> str | None:
+    """Of the wheels that install one path, the one that needs all the others: its copy is the one meant to be
+    there, as a dependency-first install leaves it. None when no one wheel needs the rest."""
+    names = set(owners)
+    return next((n for n in sorted(names) if names - {n} <= needs.get(n, set())), None)
+
+
 def excluded_names(text: str) -> list[str]:
     return [normalize(line.split("#")[0].strip()) for line in text.splitlines() if line.split("#")[0].strip()]
 
@@ -512,7 +540,8 @@ def check_python(tree: Tree, provenance: Provenance, report: Report) -> None:
         if name not in locked:
             report.add("python", name, "excluded-packages.txt names a package uv.lock lacks")
 
-    recorded = check_files(tree, site, dists, provenance.slimmed, venv_files, report)
+    needs = locked_dependencies(provenance.lock)
+    recorded = check_files(tree, site, dists, provenance.slimmed, venv_files, report, needs)
     check_unrecorded(tree, site, recorded, venv_files, report)
     report.facts.append(
         f"{len(dists)} Python distributions, {len(recorded)} files match uv.lock's wheels and the SBOM; "
@@ -528,9 +557,11 @@ def check_files(
     slimmed: dict[str, SlimChange],
     venv_files: dict[str, str],
     report: Report,
+    needs: Mapping[str, set[str]] | None = None,
 ) -> set[str]:
-    """Every file of every RECORD has the hash of a RECORD listing it (two wheels may install one path), or is
-    what slim.sh made of it, or is a file the SBOM lists with its hash; returns the recorded paths."""
+    """Every file of every RECORD has the hash of a RECORD listing it, or is what slim.sh made of it, or is a
+    file the SBOM lists with its hash; returns the recorded paths. Where two wheels install one path and one
+    needs the other (`needs`, from uv.lock), the file must be that one's: it overlays the other."""
     listed: dict[str, dict[str, str]] = {}  # path -> distribution -> hash its RECORD gives
     for name, dist in sorted(dists.items()):
         text = (tree.read(f"{dist.dist_info}/RECORD") or b"").decode("utf-8", "replace")
@@ -550,7 +581,11 @@ def check_files(
         elif actual is None:
             report.add("python", f"{who} /{path}", "missing")
         elif "" in owners.values() or record_hash(actual) in owners.values():
-            continue
+            meant = overlay(owners, needs or {}) if len(owners) > 1 else None
+            if meant is not None and record_hash(actual) != owners[meant] and owners[meant]:
+                holder = " ".join(sorted(n for n, h in owners.items() if h == record_hash(actual)))
+                why = f"holds {holder}'s copy, not that of {meant}, which needs and overlays it"
+                report.add("python", f"{who} /{path}", why)
         elif venv_relative in venv_files:
             if venv_files[venv_relative] != actual:
                 report.add(

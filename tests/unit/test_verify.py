@@ -332,3 +332,60 @@ def test_a_path_two_wheels_install_or_a_wrong_record_is_judged_by_the_build(tmp_
         f"python: first /{SITE}/first/lib.so: differs from its RECORD and from the file the SBOM lists",
         f"python: first second /{SITE}/shared/mod.py: sha256 differs from first second's RECORD",
     ]
+
+
+def test_where_one_wheel_overlays_another_its_copy_must_be_the_one_installed(tmp_path: Path) -> None:
+    site = tmp_path / SITE
+    write_dist(site, "base", "1.0", {"shared/lib.so": b"generic build\n"})
+    write_dist(site, "cu13", "1.0", {"shared/lib.so": b"CUDA 13 build\n"})
+    tree = verify.DirTree(tmp_path)
+    dists = verify.installed_dists(tree, SITE)
+    lock = """
+[[package]]
+name = "base"
+version = "1.0"
+
+[[package]]
+name = "cu13"
+version = "1.0"
+dependencies = [{ name = "base" }]
+
+[[package]]
+name = "front"
+version = "1.0"
+dependencies = [{ name = "base" }]
+
+[package.optional-dependencies]
+cu13 = [{ name = "cu13" }]
+"""
+    needs = verify.locked_dependencies(lock)
+    assert needs == {"base": set(), "cu13": {"base"}, "front": {"base", "cu13"}}
+
+    def check(needs: dict[str, set[str]]) -> list[str]:
+        report = verify.Report()
+        verify.check_files(tree, SITE, dists, {}, {}, report, needs)
+        return [str(f) for f in report.findings]
+
+    assert check(needs) == []  # write_dist installed cu13 last: its bytes stay
+    (site / "shared/lib.so").write_bytes(b"generic build\n")  # base written last, as a warm cache's order can
+    assert check(needs) == [
+        f"python: base cu13 /{SITE}/shared/lib.so: "
+        "holds base's copy, not that of cu13, which needs and overlays it"
+    ]
+    assert check({}) == []  # neither needs the other: either copy is one a wheel ships
+
+
+def test_a_dependency_cycle_in_the_lock_ends() -> None:
+    lock = """
+[[package]]
+name = "a"
+version = "1"
+dependencies = [{ name = "b" }]
+
+[[package]]
+name = "b"
+version = "1"
+dependencies = [{ name = "a" }]
+"""
+    assert verify.locked_dependencies(lock)["a"] >= {"b"}
+    assert verify.overlay(["a", "b"], verify.locked_dependencies(lock)) in {"a", "b"}
