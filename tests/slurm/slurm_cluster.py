@@ -41,7 +41,9 @@ class Cluster:
         self, *args: str, timeout: float = 300, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         argv = ["docker", "compose", "-p", self.project, "-f", str(COMPOSE_FILE), *args]
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=self._environ())
+        done = subprocess.run(
+            argv, capture_output=True, text=True, errors="replace", timeout=timeout, env=self._environ()
+        )
         if check and done.returncode != 0:
             raise AssertionError(f"`{' '.join(argv)}` exited {done.returncode}:\n{done.stderr[-4000:]}")
         return done
@@ -75,7 +77,13 @@ class Cluster:
         full = ["docker", "compose", "-p", self.project, "-f", str(COMPOSE_FILE)]
         full += ["exec", "-T", "-u", user, "-w", "/shared", *flags, machine, *argv]
         return subprocess.run(
-            full, stdin=stdin, capture_output=True, text=True, timeout=timeout, env=self._environ()
+            full,
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout,
+            env=self._environ(),
         )
 
     def slurm(self, *args: str) -> subprocess.CompletedProcess[str]:
