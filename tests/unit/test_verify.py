@@ -334,30 +334,26 @@ def test_a_path_two_wheels_install_or_a_wrong_record_is_judged_by_the_build(tmp_
     ]
 
 
+def lock_text(needs: dict[str, list[str]], extras: dict[str, list[str]] | None = None) -> str:
+    """A uv.lock of packages at version 1.0 with these dependencies (and each one's extra `cu13`)."""
+    blocks = []
+    for name, deps in needs.items():
+        block = f'[[package]]\nname = "{name}"\nversion = "1.0"\n'
+        block += "dependencies = [" + ", ".join(f'{{ name = "{d}" }}' for d in deps) + "]\n"
+        if extras and name in extras:
+            block += "\n[package.optional-dependencies]\ncu13 = ["
+            block += ", ".join(f'{{ name = "{d}" }}' for d in extras[name]) + "]\n"
+        blocks.append(block)
+    return "\n".join(blocks)
+
+
 def test_where_one_wheel_overlays_another_its_copy_must_be_the_one_installed(tmp_path: Path) -> None:
     site = tmp_path / SITE
     write_dist(site, "base", "1.0", {"shared/lib.so": b"generic build\n"})
     write_dist(site, "cu13", "1.0", {"shared/lib.so": b"CUDA 13 build\n"})
     tree = verify.DirTree(tmp_path)
     dists = verify.installed_dists(tree, SITE)
-    lock = """
-[[package]]
-name = "base"
-version = "1.0"
-
-[[package]]
-name = "cu13"
-version = "1.0"
-dependencies = [{ name = "base" }]
-
-[[package]]
-name = "front"
-version = "1.0"
-dependencies = [{ name = "base" }]
-
-[package.optional-dependencies]
-cu13 = [{ name = "cu13" }]
-"""
+    lock = lock_text({"base": [], "cu13": ["base"], "front": ["base"]}, extras={"front": ["cu13"]})
     needs = verify.locked_dependencies(lock)
     assert needs == {"base": set(), "cu13": {"base"}, "front": {"base", "cu13"}}
 
@@ -376,16 +372,6 @@ cu13 = [{ name = "cu13" }]
 
 
 def test_a_dependency_cycle_in_the_lock_ends() -> None:
-    lock = """
-[[package]]
-name = "a"
-version = "1"
-dependencies = [{ name = "b" }]
-
-[[package]]
-name = "b"
-version = "1"
-dependencies = [{ name = "a" }]
-"""
+    lock = lock_text({"a": ["b"], "b": ["a"]})
     assert verify.locked_dependencies(lock)["a"] >= {"b"}
     assert verify.overlay(["a", "b"], verify.locked_dependencies(lock)) in {"a", "b"}
