@@ -192,8 +192,10 @@ class Phases:
         generation = getattr(trainer, "vllm_generation", None)
         if generation is not None:
             self.wrap(generation, "sync_weights", "weight sync")
-            self.wrap(generation.llm, "sleep", "sleep/wake")
-            self.wrap(generation.llm, "wake_up", "sleep/wake")
+        engine = getattr(generation, "llm", None)  # colocate only: a server sleeps on its own
+        if engine is not None:
+            self.wrap(engine, "sleep", "sleep/wake")
+            self.wrap(engine, "wake_up", "sleep/wake")
 
 
 def make_callback(phases: Phases, first_step: list[float]):
@@ -244,10 +246,12 @@ def grpo_config(kind: str, variant: str, args, output_dir: str):
     gpu = torch.cuda.is_available()
     settings = dict(
         output_dir=output_dir,
-        **grpo_shape(args, vllm=kind == "grpo"),
+        **grpo_shape(args, vllm=kind in ("grpo", "grpo-server")),
         bf16=gpu,
         use_cpu=not gpu,
-        vllm_mode="colocate",
+        vllm_mode="server" if kind == "grpo-server" else "colocate",
+        # The server a grpo-server case trains against (bench/gpu_server_mode.py starts it).
+        vllm_server_base_url=os.environ.get("BENCH_SERVER_URL"),
         model_init_kwargs={"dtype": torch.bfloat16 if gpu else torch.float32, "attn_implementation": "sdpa"},
         seed=0,
     )
@@ -278,7 +282,7 @@ def run_trainer(kind: str, shape: str, variant: str, model_dir: str, args) -> di
     phases = Phases()
     first_step: list[float] = []
     with tempfile.TemporaryDirectory(prefix="grpo-out-") as output_dir:
-        config = grpo_config("grpo" if kind == "grpo" else "train", variant, args, output_dir)
+        config = grpo_config(kind if kind in ("grpo", "grpo-server") else "train", variant, args, output_dir)
         started = time.perf_counter()
         trainer = GRPOTrainer(
             model=model_dir,

@@ -1,10 +1,18 @@
-"""Server mode on two GPUs: NCCL weight-sync time and bandwidth, GRPO seconds per step in server vs colocate
-mode, and time to the first step, beside the GPU pair's P2P copy bandwidth measured in the same run.
+"""Server mode against colocate, side by side in one run: the weight push (seconds and GB/s per step), the GRPO
+step, and a trainer's (re)start to its first finished step against a server that stays up.
 
-The compose fast path without the engine: `serve-vllm` on GPU 0, the trainer on GPU 1. Model: Qwen2.5-0.5B's
-shape with random weights (bench/gpu_grpo.py makes it); completions forced to a fixed length in both modes.
+The main job without the engine: `serve-vllm` and a GRPO trainer (bench/gpu_grpo_breakdown.py's `grpo-server`
+case: the same step, phases and first-step clock as its colocated `grpo` case) as two processes. Layouts:
 
-    python bench/gpu_server_mode.py --out bench/results/gpu_server_mode.json
+- `shared-gpu` (one GPU): both on GPU 0, each with its own NCCL host id (`--share-gpus`), so NCCL moves the
+  weights over its socket transport on the one GPU, not P2P; the two processes time-slice the GPU.
+- `two-gpu`: the server on GPU 0, the trainer on GPU 1 (P2P/NVLink where the pair has it).
+
+For each shape the server starts once; the trainer runs against it twice: the first start (the server's
+engine already warm) and a restart. Colocate runs the same step on one GPU twice, its compile cache cold, then
+warm. Random-weight Qwen2.5-shaped models, bf16 weights, completions forced to --completion-tokens.
+
+    python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json
 """
 
 from __future__ import annotations
@@ -19,120 +27,139 @@ import tempfile
 import time
 from pathlib import Path
 
-from gpu_grpo import SERVER_MODE, make_model, run_child
-from trlstack.errors import UsageError
-from trlstack.health import wait_for_health
-from trlstack.ports import free_port
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_grpo_breakdown import SHAPES, run_child, versions  # noqa: E402
+from trlstack.errors import UsageError  # noqa: E402
+from trlstack.gpus import nccl_host_id  # noqa: E402
+from trlstack.health import wait_for_health  # noqa: E402
+from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION  # noqa: E402
+from trlstack.ports import free_port  # noqa: E402
 
-P2P = """
-import json, statistics, torch
-src = torch.empty(2**30, dtype=torch.uint8, device="cuda:0")
-dst = torch.empty_like(src, device="cuda:1")
-times = []
-for _ in range(11):
-    torch.cuda.synchronize(0); torch.cuda.synchronize(1)
-    start = torch.cuda.Event(enable_timing=True); end = torch.cuda.Event(enable_timing=True)
-    start.record(); dst.copy_(src); end.record(); end.synchronize()
-    times.append(start.elapsed_time(end) / 1e3)
-print(json.dumps({"p2p_access": torch.cuda.can_device_access_peer(0, 1),
-                  "gb_per_s": src.numel() / statistics.median(times[1:]) / 1e9}))
-"""
-
-# The trainer's side of TRL's weight sync, on the trainer's GPU: the same client calls GRPO makes each step.
-SYNC = """
-import json, statistics, sys, time, torch
-from transformers import AutoModelForCausalLM
-from trl.generation.vllm_client import VLLMClient
-model = AutoModelForCausalLM.from_pretrained(sys.argv[1], dtype=torch.bfloat16).to("cuda:0")
-client = VLLMClient(base_url=sys.argv[2])
-client.init_communicator(device=0)
-size = sum(p.numel() * p.element_size() for p in model.parameters())
-times = []
-for _ in range(int(sys.argv[3]) + 1):
-    torch.cuda.synchronize(); start = time.perf_counter()
-    client.update_model_params(model); client.reset_prefix_cache()
-    torch.cuda.synchronize(); times.append(time.perf_counter() - start)
-client.close_communicator()
-median = statistics.median(times[1:])
-print(json.dumps({"bytes": size, "seconds": times[1:], "median_s": median, "gb_per_s": size / median / 1e9}))
-"""
+LAYOUTS = {"shared-gpu": ("0", "0", True), "two-gpu": ("0", "1", False)}  # serve GPU, train GPU, shared
+VARIANT = "trl"  # TRL's own GRPO defaults (the breakdown's variant of that name)
 
 
-def child_json(argv: list[str], env: dict[str, str], timeout: float) -> dict:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode == 0 and lines:
-        return {"status": "ok", **json.loads(lines[-1])}
-    return {"status": "failed", "reason": done.stderr.strip()[-800:]}
-
-
-def start_server(model_dir: Path, port: int, log: Path) -> tuple[subprocess.Popen, float]:
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
-    argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization", "0.5"]
+def start_server(model_dir: Path, layout: str, cache: Path, log: Path, eager: bool) -> tuple:
+    serve_gpu, _, shared = LAYOUTS[layout]
+    port = free_port()
+    fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
+    argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
+            str(fraction), *(["--share-gpus"] if shared else []), *(["--", "--enforce-eager"] if eager else [])]  # fmt: skip
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu, "VLLM_CACHE_ROOT": str(cache)}
     started = time.perf_counter()
-    sink = log.open("w")
-    server = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    server = subprocess.Popen(
+        argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
+    )
+    url = f"http://127.0.0.1:{port}"
     exited = lambda: None if server.poll() is None else f"exited with {server.returncode}"  # noqa: E731
     try:
-        wait_for_health(f"http://127.0.0.1:{port}", 600, interval=1.0, stopped=exited)
+        wait_for_health(url, 900, interval=1.0, stopped=exited)
     except UsageError as error:
-        raise SystemExit(f"{error}; see {log}") from None
-    return server, time.perf_counter() - started
+        os.killpg(server.pid, signal.SIGKILL)
+        raise SystemExit(f"{error}; see {log}:\n{log.read_text()[-3000:]}") from None
+    return server, url, time.perf_counter() - started
+
+
+def stop(server: subprocess.Popen) -> None:
+    os.killpg(server.pid, signal.SIGTERM)
+    server.wait(timeout=120)
+
+
+def weights_bytes(model_dir: Path) -> int:
+    """The bytes a push moves: the saved bf16 weights."""
+    return sum(file.stat().st_size for file in model_dir.glob("*.safetensors"))
+
+
+def summary(case: dict, pushed: int | None = None) -> dict:
+    if case.get("status") != "ok":
+        return {"status": case.get("status"), "reason": case.get("reason")}
+    medians = case["median_s"]
+    row = {"step_s": medians["step"], "first_step_after_s": case["first_step_after_s"],
+           "init_s": case["init_s"], "device_peak_mib": case.get("device_peak_mib")}  # fmt: skip
+    if pushed and medians.get("weight sync"):
+        row |= {"push_s": medians["weight sync"], "push_gb_per_s": pushed / medians["weight sync"] / 1e9}
+    return row
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--layout", choices=LAYOUTS, default="shared-gpu")
+    parser.add_argument("--shapes", nargs="*", default=["0.5B", "1.5B"])
     parser.add_argument("--out", type=Path, default=Path("bench/results/gpu_server_mode.json"))
-    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--skip", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--completion-tokens", type=int, default=256)
-    parser.add_argument("--syncs", type=int, default=5, help="timed weight syncs")
+    parser.add_argument("--prompt-words", type=int, default=64)
+    parser.add_argument("--case-timeout", type=int, default=400)
+    parser.add_argument("--colocate-shapes", nargs="*", default=["0.5B"], help="shapes colocate also runs")
     args = parser.parse_args()
+    keys = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
+    args.passthrough = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
+    _, train_gpu, shared = LAYOUTS[args.layout]
 
-    import torch
+    work = Path(tempfile.mkdtemp(prefix="server-mode-"))
+    report: dict = {
+        "benchmark": "server mode vs colocate: weight push, GRPO step, trainer (re)start to its first step",
+        "layout": args.layout,
+        "transport": "NCCL sockets on one GPU (two NCCL host ids), not P2P between two GPUs"
+        if shared
+        else "NCCL between two GPUs",
+        "variant": VARIANT,
+        **{k: getattr(args, k) for k in keys},
+        "versions": versions(),
+        "shapes": {},
+    }
 
-    if torch.cuda.device_count() < 2:
-        raise SystemExit("needs 2 CUDA GPUs: the server and the trainer each take one")
-    shape = ["--steps", str(args.steps), "--skip", str(args.skip)]
-    shape += ["--completion-tokens", str(args.completion_tokens)]
-    report: dict = {"gpus": [torch.cuda.get_device_name(i) for i in range(2)], "steps": args.steps}
-    report["p2p"] = child_json([sys.executable, "-c", P2P], {"CUDA_VISIBLE_DEVICES": "0,1"}, 300)
+    def write() -> None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
 
-    with tempfile.TemporaryDirectory(prefix="server-mode-") as work:
-        model_dir = Path(work) / "model"
-        make_model(model_dir)
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        server, report["server_start_s"] = start_server(model_dir, port, Path(work) / "server.log")
-        try:
-            sync = [sys.executable, "-c", SYNC, str(model_dir), url, str(args.syncs)]
-            report["weight_sync"] = child_json(sync, {"CUDA_VISIBLE_DEVICES": "1"}, 600)
-            os.environ["CUDA_VISIBLE_DEVICES"] = "1"  # the GRPO children train on GPU 1; GPU 0 serves
-            grpo = argparse.Namespace(passthrough=[*shape, "--server-url", url], mode_timeout=900)
-            report["grpo"] = {SERVER_MODE: run_child(SERVER_MODE, str(model_dir), grpo)}
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            server.wait(timeout=120)
-        grpo.passthrough = shape
-        report["grpo"]["vllm-colocate"] = run_child("vllm-colocate", str(model_dir), grpo)
-
-    for mode, case in report["grpo"].items():
-        if case["status"] == "ok":
-            case["time_to_first_step_s"] = case["init_s"] + case["step_s"][0]
-            first = case["time_to_first_step_s"]
-            print(f"{mode:>14}  {case['median_step_s']:.2f} s/step, first step after {first:.0f} s")
-    modes = report["grpo"]
-    if all(case["status"] == "ok" for case in modes.values()):
-        report["server_vs_colocate_step_ratio"] = (
-            modes[SERVER_MODE]["median_step_s"] / modes["vllm-colocate"]["median_step_s"]
+    for shape in args.shapes:
+        model_dir = work / shape
+        made = [sys.executable, str(Path(__file__).with_name("gpu_grpo_breakdown.py")), "--make-model", shape,
+                str(model_dir), str(work / f"tokenizer-{SHAPES[shape]['vocab_size']}")]  # fmt: skip
+        subprocess.run(made, check=True)
+        pushed = weights_bytes(model_dir)
+        row: dict = {"weights_bytes": pushed}
+        report["shapes"][shape] = row
+        # Only the first shape's server runs with CUDA graphs; the others measure the push, not generation.
+        eager = shape != args.shapes[0]
+        server, url, row["server_start_s"] = start_server(
+            model_dir, args.layout, work / "server-cache", work / f"server-{shape}.log", eager
         )
-    if report["weight_sync"]["status"] == "ok" and report["p2p"]["status"] == "ok":
-        report["weight_sync_share_of_p2p"] = report["weight_sync"]["gb_per_s"] / report["p2p"]["gb_per_s"]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+        row["server_enforce_eager"] = eager
+        os.environ.update(BENCH_SERVER_URL=url, CUDA_VISIBLE_DEVICES=train_gpu, VLLM_HOST_IP="127.0.0.1")
+        if shared:
+            os.environ.update(nccl_host_id("train"))
+        args.compile_cache = work / "trainer-cache"
+        try:
+            for run in ("first", "restart"):
+                case = run_child(("grpo-server", shape, VARIANT), str(model_dir), args)
+                row[f"server_{run}"] = summary(case, pushed)
+                print(f"{shape} server {run}: {row[f'server_{run}']}", flush=True)
+                write()
+        finally:
+            stop(server)
+        os.environ.pop("NCCL_HOSTID", None)
+        if shape in args.colocate_shapes:
+            os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+            args.compile_cache = Path(tempfile.mkdtemp(prefix="colocate-cache-", dir=work))  # empty: cold
+            for run in ("cold", "warm"):
+                case = run_child(("grpo", shape, VARIANT), str(model_dir), args)
+                row[f"colocate_{run}"] = summary(case, pushed)
+                print(f"{shape} colocate {run}: {row[f'colocate_{run}']}", flush=True)
+                write()
+            server_step = row["server_restart"].get("step_s")
+            colocate_step = row["colocate_warm"].get("step_s")
+            if server_step and colocate_step:
+                row["server_vs_colocate_step_ratio"] = server_step / colocate_step
+        write()
     print(f"wrote {args.out}")
     return 0
 
 
 if __name__ == "__main__":
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     raise SystemExit(main())

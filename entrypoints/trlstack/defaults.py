@@ -56,6 +56,7 @@ class Env(StrEnum):
     ALLOW_PUBLIC_BIND = "TRLSTACK_ALLOW_PUBLIC_BIND"
     ALLOW_OTHER_SERVED_MODEL = "TRLSTACK_ALLOW_OTHER_SERVED_MODEL"
     NUM_PROCESSES = "TRLSTACK_NUM_PROCESSES"
+    SHARE_GPUS = "TRLSTACK_SHARE_GPUS"
     SERVE_GPUS = "TRLSTACK_SERVE_GPUS"
     OUTPUT_DIR = "TRLSTACK_OUTPUT_DIR"
     RESUME = "TRLSTACK_RESUME"
@@ -76,6 +77,8 @@ class Env(StrEnum):
     PLAN_NUM_PROCESSES = "NUM_PROCESSES"
     PLAN_VLLM_PORT = "VLLM_PORT"
     PLAN_VLLM_GROUP_PORT = "VLLM_GROUP_PORT"
+    PLAN_SHARE_GPUS = "SHARE_GPUS"
+    PLAN_GPU_MEMORY_UTILIZATION = "GPU_MEMORY_UTILIZATION"
 
     # Read by the compose files and scripts/up.sh, not by the package.
     IMAGE = "TRLSTACK_IMAGE"
@@ -96,6 +99,7 @@ class Env(StrEnum):
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
     VLLM_HOST_IP = "VLLM_HOST_IP"
+    NCCL_HOSTID = "NCCL_HOSTID"  # NCCL's name for this host: two roles sharing a GPU must differ in it
     NCCL_SOCKET_IFNAME = "NCCL_SOCKET_IFNAME"  # the interface NCCL's sockets use (a Slurm job sets it)
     GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"  # the same for gloo (torch.distributed on the CPU)
     PET_SIGNALS_TO_HANDLE = "PET_SIGNALS_TO_HANDLE"  # torch elastic's agent: the signals it forwards itself

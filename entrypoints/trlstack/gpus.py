@@ -275,3 +275,12 @@ def visible_gpus(environ: Mapping[str, str] | None = None) -> list[Gpu]:
     check_device_order(environ)
     found = probe()
     return select_visible(found.gpus, environ.get(Env.CUDA_VISIBLE_DEVICES), found.mig)
+
+
+def nccl_host_id(role: str, hostname: str | None = None) -> dict[str, str]:
+    """The NCCL_HOSTID a role sets when it shares its GPUs with the other role: NCCL refuses two ranks of one
+    communicator on one GPU of one host ("Duplicate GPU detected"), so the server and the trainer name
+    themselves as two hosts of this machine, and NCCL moves the weights over its socket transport."""
+    import socket
+
+    return {Env.NCCL_HOSTID: f"{hostname or socket.gethostname()}-trlstack-{role}"}

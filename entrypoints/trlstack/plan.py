@@ -2,8 +2,11 @@
 that follow.
 
 `make_plan` is a pure function of the GPUs and the request; the renderers turn a plan into a table for people,
-the `.env` keys compose reads, or JSON. The two GPU sets are always disjoint: sharing a GPU is colocate mode.
-`run` is the command: it finds the GPUs and writes the rendering.
+the `.env` keys compose reads, or JSON. The two GPU sets are disjoint unless the plan shares them, which is
+only ever chosen (`--share-gpus`, SHARE_GPUS=1 in .env) or the one-GPU default: then the server and the
+trainer run on the same GPUs, vLLM takes a fraction of each GPU's memory, and the weight push goes over
+NCCL's sockets instead of P2P/NVLink (each role gets its own NCCL host id). `run` is the command: it finds
+the GPUs and writes the rendering.
 """
 
 from __future__ import annotations
@@ -21,13 +24,26 @@ from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, describe_indices, describe_machine, gpu_count, parse_gpu_spec
-from trlstack.options import Setting, add_setting, add_settings, positive_int, settings_from
+from trlstack.options import (
+    Setting,
+    add_setting,
+    add_settings,
+    fraction,
+    parse_bool,
+    positive_int,
+    settings_from,
+)
 from trlstack.ports import Ports
 
 FORMATS = ("table", "env", "json")
 COLOCATE_FIX = (
     "to generate and train on the same GPU, run `train --vllm-mode colocate` instead of a vLLM server"
 )
+SHARE_FIX = "or run the server and the trainer on the same GPUs on purpose with --share-gpus (SHARE_GPUS=1)"
+# vLLM's share of each GPU when the trainer runs beside it (TRL's own colocate default, 0.3); a plan of
+# disjoint sets gives vLLM serve-vllm's default.
+SHARED_MEMORY_FRACTION = 0.3
+SPLIT_MEMORY_FRACTION = 0.9
 
 # The keys of `--format env`, in the order written; compose reads them from .env.
 ENV_KEYS = (
@@ -38,19 +54,24 @@ ENV_KEYS = (
     Env.PLAN_NUM_PROCESSES,
     Env.PLAN_VLLM_PORT,
     Env.PLAN_VLLM_GROUP_PORT,
+    Env.PLAN_SHARE_GPUS,
+    Env.PLAN_GPU_MEMORY_UTILIZATION,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Disjoint GPU sets for the vLLM server and the trainer, vLLM's parallel layout, and the two ports."""
+    """GPU sets for the vLLM server and the trainer (disjoint, or the same set when `share_gpus`), vLLM's
+    parallel layout and memory fraction, and the two ports."""
 
     serve: tuple[Gpu, ...]
     train: tuple[Gpu, ...]
     tensor_parallel_size: int
     port: int = DEFAULT_VLLM_PORT
     group_port: int = DEFAULT_GROUP_PORT
+    share_gpus: bool = False
+    gpu_memory_utilization: float = SPLIT_MEMORY_FRACTION
 
     @property
     def data_parallel_size(self) -> int:
@@ -78,6 +99,8 @@ class Plan:
             str(self.num_processes),
             str(self.port),
             str(self.group_port),
+            "1" if self.share_gpus else "0",
+            str(self.gpu_memory_utilization),
         )
         return dict(zip(ENV_KEYS, values, strict=True))
 
@@ -132,7 +155,7 @@ def _split(
         if shared:
             raise UsageError(
                 f"GPU {describe_indices(shared)} is in both --serve-gpus and --train-gpus; the server and "
-                f"the trainer need disjoint GPUs ({COLOCATE_FIX})."
+                f"the trainer need disjoint GPUs ({COLOCATE_FIX}, {SHARE_FIX})."
             )
         return serve, train
     # One side given: the other is the rest of the machine, and must keep a GPU.
@@ -145,9 +168,36 @@ def _split(
         lacking = "to train on" if serving else "for the vLLM server"
         raise UsageError(
             f"{flag} {describe_indices(indices)} leaves no GPU {lacking}; {machine}: "
-            f"keep at least one out of {flag}."
+            f"keep at least one out of {flag}, {SHARE_FIX}."
         )
     return (chosen, rest) if serving else (rest, chosen)
+
+
+def _shared(
+    gpus: Sequence[Gpu],
+    serve_gpus: Sequence[int] | None,
+    train_gpus: Sequence[int] | None,
+    serve_count: int | None,
+) -> tuple[tuple[Gpu, ...], tuple[Gpu, ...]]:
+    """The one GPU set the server and the trainer share: every GPU, or the set given (once, or twice
+    alike)."""
+    if serve_count is not None:
+        raise UsageError(
+            "--serve N splits the GPUs, and --share-gpus runs both roles on the same GPUs; give one of "
+            "the two."
+        )
+    by_index = {gpu.index: gpu for gpu in gpus}
+    machine = describe_machine(gpus)
+    serve = None if serve_gpus is None else _pick("--serve-gpus", serve_gpus, by_index, machine)
+    train = None if train_gpus is None else _pick("--train-gpus", train_gpus, by_index, machine)
+    if serve is not None and train is not None and set(serve) != set(train):
+        raise UsageError(
+            f"--share-gpus runs the server and the trainer on the same GPUs, but --serve-gpus "
+            f"{describe_indices(serve_gpus or [])} and --train-gpus {describe_indices(train_gpus or [])} "
+            "differ; give one set (or either flag alone)."
+        )
+    chosen = serve or train or tuple(gpus)
+    return chosen, chosen
 
 
 def make_plan(
@@ -159,11 +209,16 @@ def make_plan(
     num_heads: int | None = None,
     port: int = DEFAULT_VLLM_PORT,
     group_port: int = DEFAULT_GROUP_PORT,
+    share_gpus: bool = False,
+    gpu_memory_utilization: float | None = None,
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
 
     With no split given, the server takes the first half (rounded down, at least one) and training the rest.
-    vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica per GPU).
+    With `share_gpus` (and on a machine of one GPU, where no split exists) both run on the same GPUs: all of
+    them, or the set given, which must then be one set for both. vLLM runs data-parallel replicas of
+    `tensor_parallel_size` GPUs each (default 1: one replica per GPU), on `gpu_memory_utilization` of each
+    GPU's memory (default: SHARED_MEMORY_FRACTION when shared, else SPLIT_MEMORY_FRACTION).
     """
     _check_port("--port", port)
     _check_port("--group-port", group_port)
@@ -174,13 +229,22 @@ def make_plan(
         )
     if len({gpu.index for gpu in gpus}) != len(gpus):
         raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
-    if len(gpus) < 2:
-        found = "no GPU" if not gpus else "1 GPU"
+    if not gpus:
         raise UsageError(
-            f"a vLLM server plan needs at least 2 GPUs (one to generate, one to train), and there is "
-            f"{found}; {COLOCATE_FIX}, or pass --gpus N to plan for a machine with N GPUs."
+            "a vLLM server plan needs a GPU, and there is none; pass --gpus N to plan for a machine with "
+            "N GPUs."
         )
-    serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
+    if len(gpus) == 1 and serve_count is None and serve_gpus is None and train_gpus is None:
+        share_gpus = True  # one GPU has no split: the server and the trainer share it (README: one GPU)
+    if share_gpus:
+        serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
+    else:
+        serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
+    fraction = gpu_memory_utilization
+    if fraction is None:
+        fraction = SHARED_MEMORY_FRACTION if share_gpus else SPLIT_MEMORY_FRACTION
+    if not 0 < fraction <= 1:
+        raise UsageError(f"--gpu-memory-utilization {fraction} must be a fraction above 0 and at most 1.")
 
     tp = 1 if tensor_parallel_size is None else tensor_parallel_size
     if tp < 1:
@@ -198,16 +262,37 @@ def make_plan(
             f"--tensor-parallel-size {tp} does not divide the model's {num_heads} attention heads; choose "
             f"one of {', '.join(map(str, fitting))}."
         )
-    return Plan(serve=serve, train=train, tensor_parallel_size=tp, port=port, group_port=group_port)
+    return Plan(
+        serve=serve,
+        train=train,
+        tensor_parallel_size=tp,
+        port=port,
+        group_port=group_port,
+        share_gpus=share_gpus,
+        gpu_memory_utilization=fraction,
+    )
 
 
 def _summary(plan: Plan) -> str:
     processes = f"{plan.num_processes} process" + ("es" if plan.num_processes != 1 else "")
-    return (
+    summary = (
         f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
         f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
         f"training on GPUs {','.join(map(str, plan.train_indices))} ({processes})"
     )
+    if plan.share_gpus:
+        summary += f", the same GPUs shared ({layout(plan)})"
+    return summary
+
+
+def layout(plan: Plan) -> str:
+    """The GPU layout in words: what sharing costs, or that the sets are disjoint."""
+    if plan.share_gpus:
+        return (
+            f"shared GPUs: vLLM takes {plan.gpu_memory_utilization:g} of each GPU's memory, the trainer the "
+            "rest; weights are pushed over NCCL sockets, not P2P/NVLink"
+        )
+    return "disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
 
 
 def render_env(plan: Plan) -> str:
@@ -261,6 +346,8 @@ def render_json(plan: Plan) -> str:
         "num_processes": plan.num_processes,
         "vllm_port": plan.port,
         "vllm_group_port": plan.group_port,
+        "share_gpus": plan.share_gpus,
+        "gpu_memory_utilization": plan.gpu_memory_utilization,
         "env": plan.env(),
         "gpus": _gpu_details(plan),
     }
@@ -281,7 +368,8 @@ def render_table(plan: Plan) -> str:
         (
             "serve",
             plan.env()["SERVE_GPUS"],
-            f"vLLM tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}",
+            f"vLLM tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}, "
+            f"{plan.gpu_memory_utilization:g} of each GPU's memory",
             f"{plan.port} (HTTP API)",
         ),
         (
@@ -291,7 +379,7 @@ def render_table(plan: Plan) -> str:
             f"{plan.group_port} (NCCL weight transfer)",
         ),
     ]
-    lines = _columns(rows)
+    lines = [*_columns(rows), "", f"layout: {layout(plan)}"]
     details = _gpu_details(plan)
     if any(gpu["uuid"] or gpu["name"] for gpu in details):
         gpu_rows: list[tuple[str, ...]] = [("GPU", "role", "name", "capability", "UUID")]
@@ -359,18 +447,45 @@ def _env_port(values: Mapping[str, str], key: str, default: int) -> int:
     return int(raw)
 
 
+def _env_switch(values: Mapping[str, str], key: str) -> bool:
+    raw = values.get(key, "")
+    try:
+        return bool(raw.strip()) and parse_bool(raw)
+    except ValueError:
+        raise UsageError(f"{key}={raw!r} in .env is not 1 or 0 (yes/no); fix or remove the line.") from None
+
+
+def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
+    raw = values.get(key, "")
+    if not raw:
+        return None
+    try:
+        return fraction(raw)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise UsageError(
+            f"{key}={raw!r} in .env is not a fraction above 0 and at most 1; fix or remove the line."
+        ) from None
+
+
 def check_env(values: Mapping[str, str]) -> str:
     """Check a plan as .env holds it (`values`: ENV_KEYS as compose passes them), as the roles will read it;
     a summary, or UsageError naming the key as the user wrote it."""
-    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key = ENV_KEYS
+    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
+    share = _env_switch(values, share_key)
     shared = [index for index in serve if index in train]
-    if shared:
+    if share and set(serve) != set(train):
+        raise UsageError(
+            f"{share_key}=1 runs the server and the trainer on the same GPUs, but {serve_key}="
+            f"{values[serve_key]} and {train_key}={values[train_key]} differ; give both one set ({REWRITE})."
+        )
+    if shared and not share:
         raise UsageError(
             f"GPU {describe_indices(shared)} is in both {serve_key}={values[serve_key]} and "
             f"{train_key}={values[train_key]}: the server and the trainer need disjoint GPUs. Change one of "
-            f"them in .env ({REWRITE}), or {COLOCATE_FIX}."
+            f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
         )
+    _env_fraction(values, memory_key)
     tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
     needed = (tp or 1) * (dp or 1)
     if needed > len(serve):
@@ -387,8 +502,9 @@ def check_env(values: Mapping[str, str]) -> str:
     port = _env_port(values, port_key, DEFAULT_VLLM_PORT)
     if port == _env_port(values, group_key, DEFAULT_GROUP_PORT):
         raise UsageError(f"{port_key} and {group_key} are both {port}; the two need different ports.")
+    how = "share their GPUs" if share else "are disjoint"
     return (
-        f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} are disjoint; vLLM on "
+        f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} {how}; vLLM on "
         f"{len(serve)} GPU{'s' if len(serve) > 1 else ''}, training on {len(train)}"
     )
 
@@ -399,6 +515,14 @@ TENSOR_PARALLEL = Setting(
     Env.TENSOR_PARALLEL_SIZE,
     "GPUs per vLLM replica; must divide the serving GPUs and the model's attention heads",
     positive_int,
+)
+
+
+MEMORY_FRACTION = Setting(
+    Env.GPU_MEMORY_UTILIZATION,
+    f"fraction of each serving GPU's memory vLLM takes (default: {SHARED_MEMORY_FRACTION} with shared GPUs, "
+    f"else {SPLIT_MEMORY_FRACTION})",
+    fraction,
 )
 
 
@@ -417,7 +541,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     split.add_argument(
         "--serve", type=positive_int, metavar="N", help="the first N GPUs serve, the rest train"
     )
+    split.add_argument(
+        "--share-gpus",
+        action="store_true",
+        help="run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
+        "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
+        "instead "
+        "of P2P/NVLink (the default on a machine of one GPU)",
+    )
     add_setting(parser, "tensor_parallel_size", TENSOR_PARALLEL, 1, os.environ)
+    add_setting(parser, "gpu_memory_utilization", MEMORY_FRACTION, None, os.environ)
     parser.add_argument(
         "--num-heads",
         type=positive_int,
@@ -475,6 +608,8 @@ def run(args: argparse.Namespace) -> int:
         num_heads=args.num_heads,
         port=ports.port,
         group_port=ports.group_port,
+        share_gpus=args.share_gpus,
+        gpu_memory_utilization=args.gpu_memory_utilization,
     )
     if args.output is None:
         sys.stdout.write(render(plan, args.format))

@@ -137,21 +137,65 @@ def installed_kernels_problem() -> str | None:
     return kernels_mismatch(transformers_version, requires, installed_version("kernels"))
 
 
-def hub_kernel_unavailable(repo_id: str, environ: Mapping[str, str] | None = None) -> str | None:
-    """Why the Kernels Hub kernel `repo_id` cannot be loaded here, or None (cached, or downloadable)."""
+# How long the trust question may take before the Hub counts as unreachable: kernels itself waits for no
+# answer at model load, where a hang or an error would end the run.
+HUB_ANSWER_S = 10.0
+
+
+def publisher_problem(repo_id: str, timeout: float = HUB_ANSWER_S) -> str | None:
+    """Why kernels would refuse `repo_id` online, or None: before every load that is not offline, kernels 0.16
+    asks the Hub whether the repo's organization is a trusted kernel publisher, and raises when the Hub does
+    not answer or says no (transformers then fails at model load, cached kernel or not)."""
+    import threading
+
+    from huggingface_hub import HfApi
+
+    publisher = repo_id.split("/", 1)[0]
+    answer: list[object] = []
+
+    def ask() -> None:
+        try:
+            answer.append(HfApi().get_organization_overview(publisher))
+        except Exception as error:  # what kernels sees too: any failure means "could not verify"
+            answer.append(error)
+
+    asking = threading.Thread(target=ask, daemon=True)  # a hung connection must not hold the exit
+    asking.start()
+    asking.join(timeout)
+    if not answer:
+        return f"the Hub did not answer within {timeout:g} s, so kernels cannot verify its publisher"
+    (info,) = answer
+    if isinstance(info, Exception):
+        return f"the Hub cannot be reached to verify its publisher ({type(info).__name__})"
+    if not getattr(info, "trustedKernelPublisher", False):
+        return f"{publisher} is not a trusted kernel publisher on the Hub, so kernels refuses it"
+    return None
+
+
+def hub_kernel_unavailable(
+    repo_id: str,
+    environ: Mapping[str, str] | None = None,
+    publisher: Callable[[str], str | None] = publisher_problem,
+) -> str | None:
+    """Why the Kernels Hub kernel `repo_id` cannot be loaded here, or None (cached offline, or trusted and
+    reachable online). `publisher(repo_id)` asks the Hub what kernels asks it before loading (online only)."""
     environ = os.environ if environ is None else environ
     problem = installed_kernels_problem()
     if problem is not None:
         return problem
     version = HUB_KERNEL_VERSION.get(repo_id, DEFAULT_HUB_KERNEL_VERSION)
     versions = cached_kernel_versions(repo_id, environ)
-    if versions is not None and version in versions:
-        return None
+    cached = versions is not None and version in versions
     if is_true(environ.get(Env.HF_HUB_OFFLINE)):
+        if cached:
+            return None  # kernels skips the trust question offline
         if versions is None:
             return f"not in the kernel cache and {Env.HF_HUB_OFFLINE} is set"
         return (
             f"the kernel cache lacks v{version} (the version transformers loads) and {Env.HF_HUB_OFFLINE} "
             "is set"
         )
-    return None
+    problem = publisher(repo_id)
+    if problem is not None and cached:
+        return f"{problem} (it is cached: {Env.HF_HUB_OFFLINE}=1 loads it without asking)"
+    return problem

@@ -18,7 +18,7 @@ from trlstack.addresses import host_addresses, resolved
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
-from trlstack.gpus import PCI_BUS_ID, Gpu, visible_gpus
+from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
 from trlstack.options import (
     Role,
     fraction,
@@ -73,6 +73,11 @@ class ServeSettings:
         Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int
     )
     dtype: str = setting(Env.DTYPE, "weight and activation dtype", "auto", one_of(*DTYPES))
+    share_gpus: bool = switch(
+        Env.SHARE_GPUS,
+        "the trainer runs on these GPUs too (a plan with SHARE_GPUS=1): name this role a host of its own "
+        "to NCCL, which refuses two ranks on one GPU of one host; the weight push then goes over sockets",
+    )
     allow_public_bind: bool = switch(
         Env.ALLOW_PUBLIC_BIND,
         "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
@@ -155,6 +160,7 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         Env.VLLM_SERVER_DEV_MODE: "1",
         Env.CUDA_DEVICE_ORDER: PCI_BUS_ID,  # as NVML numbers
         **VLLM_ENV,
+        **(nccl_host_id("serve") if settings.share_gpus else {}),
     }
     return Command(argv=argv + list(settings.extra), env=env)
 

@@ -25,7 +25,7 @@ from trlstack.command import Command, require_program
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
-from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, gpu_spec
+from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, gpu_spec, nccl_host_id
 from trlstack.options import (
     Role,
     one_of,
@@ -93,6 +93,11 @@ class TrainSettings:
         Env.SERVE_GPUS,
         "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
         type=gpu_spec,
+    )
+    share_gpus: bool = switch(
+        Env.SHARE_GPUS,
+        "the server runs on these GPUs too (a plan with SHARE_GPUS=1): train although --serve-gpus overlaps, "
+        "and name this role a host of its own to NCCL, which refuses two ranks on one GPU of one host",
     )
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
     resume: bool = switch(
@@ -213,6 +218,11 @@ def check_resume_choice(settings: TrainSettings) -> None:
 def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
     check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
     check_resume_choice(settings)
+    if settings.share_gpus and settings.mode != "server":
+        raise UsageError(
+            f"--share-gpus ({Env.SHARE_GPUS}) runs the trainer beside a vLLM server on the same GPUs, but "
+            f"this is a {settings.mode} run, which starts no server; drop one of the two."
+        )
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -268,8 +278,9 @@ def check_overlap(train: Sequence[Gpu], serve_indices: Sequence[int], machine: S
         names = ", ".join(f"GPU {serving[uuid]} ({uuid})" for uuid in shared)
         raise UsageError(
             f"the trainer would use {names}, which --serve-gpus gives the vLLM server. Give the two "
-            "disjoint GPU sets through CUDA_VISIBLE_DEVICES (`trlstack plan` prints a split), or on one "
-            "GPU use --vllm-mode colocate."
+            "disjoint GPU sets through CUDA_VISIBLE_DEVICES (`trlstack plan` prints a split), on one "
+            f"GPU use --vllm-mode colocate, or share the GPUs on purpose with --share-gpus "
+            f"({Env.SHARE_GPUS}=1)."
         )
 
 
@@ -402,6 +413,12 @@ def build_launch(
             host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, route, is_local)
             env[Env.VLLM_HOST_IP] = host_ip
             notes.append(f"{Env.VLLM_HOST_IP}={host_ip} ({why})")
+            if settings.share_gpus:
+                env.update(nccl_host_id("train"))
+                notes.append(
+                    f"sharing the GPUs with the server: {Env.NCCL_HOSTID}={env[Env.NCCL_HOSTID]}, the weight "
+                    "push goes over NCCL sockets"
+                )
         processes = training_processes(settings, gpus)
         env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
         config.update(vllm_settings(settings))
@@ -532,7 +549,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             visible = [Gpu(index) for index in range(args.gpus)]
         else:
             visible = gpu_probe.visible_gpus(environ)
-            if visible and settings.serve_gpus and settings.mode == "server":  # none: build_launch says so
+            sharing = settings.share_gpus and settings.mode == "server"
+            if visible and settings.serve_gpus and settings.mode == "server" and not sharing:
                 check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
 
         output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")

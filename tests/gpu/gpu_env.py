@@ -1,5 +1,6 @@
-"""Why the GPU tests cannot run here, asked without importing torch into the test collector, and serve-vllm
-started, awaited and stopped the way every GPU test does it."""
+"""Why the GPU tests cannot run here, asked without importing torch into the test collector; serve-vllm
+started, awaited and stopped the way every GPU test does it; the server layouts the server-mode tests run in;
+and what shows that a run learned (its weights moved)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,70 @@ from trlstack.gpus import probe
 from trlstack.health import wait_for_health
 from trlstack.ports import free_port
 
-__all__ = ["cuda_devices", "free_port", "missing", "start_server", "stop", "wait_healthy"]
+__all__ = [
+    "LAYOUTS",
+    "Layout",
+    "cuda_devices",
+    "free_port",
+    "max_weight_change",
+    "missing",
+    "reward_env",
+    "start_server",
+    "stop",
+    "wait_healthy",
+]
+
+HERE = Path(__file__).resolve().parent
+# The reward the tiny model earns in varying amounts (rewards.py): on it a run learns, on accuracy_reward not.
+VARIED_REWARD = "rewards.varied_reward"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the server and the trainer run: the GPU each sees, and whether they share it (`--share-gpus`:
+    NCCL then takes them for two hosts and pushes the weights over sockets)."""
+
+    name: str
+    serve_gpus: str
+    train_gpus: str
+    share: bool
+    needs_gpus: int
+
+    @property
+    def flags(self) -> list[str]:
+        return ["--share-gpus"] if self.share else []
+
+    def train_env(self, **more: str) -> dict[str, str]:
+        # Each process sees only its own GPU here, so the UUID overlap check has nothing to compare.
+        return {**reward_env(), "CUDA_VISIBLE_DEVICES": self.train_gpus, **more}
+
+
+LAYOUTS = (
+    Layout("shared-gpu", serve_gpus="0", train_gpus="0", share=True, needs_gpus=1),
+    Layout("two-gpu", serve_gpus="0", train_gpus="1", share=False, needs_gpus=2),
+)
+
+
+def reward_env() -> dict[str, str]:
+    """The environment with this folder importable, so every training process finds rewards.py."""
+    path = os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+def max_weight_change(before: Path, after: Path) -> float:
+    """The largest absolute change of any weight between two saved models (safetensors folders)."""
+    from safetensors.torch import load_file
+
+    def weights(folder: Path) -> dict:
+        tensors: dict = {}
+        for file in sorted(folder.glob("*.safetensors")):
+            tensors.update(load_file(file))
+        return tensors
+
+    old, new = weights(before), weights(after)
+    shared = old.keys() & new.keys()
+    assert shared, f"no weights in common between {before} and {after}"
+    return max((new[name].float() - old[name].float()).abs().max().item() for name in shared)
 
 
 def cuda_devices() -> int:
@@ -34,12 +99,15 @@ def missing(modules=("torch", "vllm", "trl"), scripts=("serve-vllm", "train")) -
     return f"gpu extra not installed: {', '.join(absent)} missing" if absent else None
 
 
-def start_server(model: Path, port: int, log: Path, gpus: str | None = None) -> subprocess.Popen:
+def start_server(
+    model: Path, port: int, log: Path, gpus: str | None = None, flags: tuple[str, ...] | list[str] = ()
+) -> subprocess.Popen:
     """serve-vllm on `model` in its own process group (so stop() ends its workers too), logging to `log`."""
     env = dict(os.environ)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
     argv = ["serve-vllm", "--model", str(model), "--port", str(port), "--gpu-memory-utilization", "0.3"]
+    argv += list(flags)
     sink = log.open("w")
     return subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -1,6 +1,7 @@
-"""`train grpo --vllm-mode colocate` on one GPU: vLLM generates inside the trainer's process for 5 real steps.
+"""`train grpo --vllm-mode colocate` on one GPU: vLLM generates inside the trainer's process for 5 real steps,
+on a reward the tiny model earns in varying amounts, so the weights change.
 
-Server mode needs a second GPU (NCCL refuses two ranks on one device): tests/gpu/test_two_gpu_server.py.
+Server mode, on one shared GPU or two: tests/gpu/test_server_mode.py.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import math
 import subprocess
 
 import pytest
-from gpu_env import missing
+from gpu_env import VARIED_REWARD, max_weight_change, missing, reward_env
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
 
@@ -25,13 +26,15 @@ def test_grpo_colocate_trains_five_steps_with_finite_loss_and_rewards(tiny, tmp_
         "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--",
         "--max_steps", str(STEPS), "--save_steps", str(STEPS), "--logging_steps", "1",
         "--per_device_train_batch_size", "8", "--num_generations", "8", "--max_completion_length", "32",
-        "--vllm_gpu_memory_utilization", "0.3", "--reward_funcs", "accuracy_reward",
+        "--vllm_gpu_memory_utilization", "0.3", "--reward_funcs", VARIED_REWARD, "--learning_rate", "1e-3",
     ]  # fmt: skip
     with log.open("w") as sink:
-        done = subprocess.run(argv, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
+        done = subprocess.run(argv, env=reward_env(), stdout=sink, stderr=subprocess.STDOUT, timeout=900)
     text = log.read_text()
     assert done.returncode == 0, text[-4000:]
 
+    changed = max_weight_change(tiny / "model", output / f"checkpoint-{STEPS}")
+    assert changed > 1e-4, "the weights never changed"
     state = json.loads((output / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())
     rows = [row for row in state["log_history"] if "loss" in row]
     assert [row["step"] for row in rows] == list(range(1, STEPS + 1))

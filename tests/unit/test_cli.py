@@ -34,17 +34,23 @@ def run(capsys, *argv):
 # (gpus the machine reports or None for no driver, argv, environment, words the message must hold)
 NO_DRIVER = None
 BAD = [
-    ([], ("plan", "--gpus", "1"), {}, ["needs at least 2 GPUs", "train --vllm-mode colocate"]),
-    (H200S[:1], ("plan",), {}, ["needs at least 2 GPUs", "1 GPU", "train --vllm-mode colocate"]),
+    ([], ("plan", "--gpus", "1", "--serve-gpus", "0"), {}, ["leaves no GPU to train on", "--share-gpus"]),
+    ([], ("plan", "--gpus", "2", "--share-gpus", "--serve-gpus", "0", "--train-gpus", "1"), {}, ["differ"]),
+    ([], ("plan", "--gpus", "2", "--share-gpus", "--serve", "1"), {}, ["give one of the two"]),
+    ([], ("plan", "--gpus", "2", "--gpu-memory-utilization", "1.5"), {}, ["not a fraction"]),
     (NO_DRIVER, ("plan",), {}, ["no GPU found on this machine", "NVML", "--gpus N", "trlstack doctor"]),
     (H200S[:4], ("plan",), {"CUDA_VISIBLE_DEVICES": ""}, ["hides every GPU", "unset it"]),
     (H200S[:4], ("plan",), {"CUDA_VISIBLE_DEVICES": "5"}, ["CUDA_VISIBLE_DEVICES='5' names GPU 5", "0-3"]),
     (H200S[:4], ("plan",), {"CUDA_VISIBLE_DEVICES": "0,0"}, ["names GPU 0 twice"]),
     (H200S[:4], ("plan",), {"CUDA_VISIBLE_DEVICES": "first"}, ["neither a GPU index nor a GPU UUID"]),
-    (H200S[:4], ("plan",), {"CUDA_VISIBLE_DEVICES": "2"}, ["needs at least 2 GPUs", "colocate"]),
     ([], ("plan", "--gpus", "0"), {}, ["argument --gpus: 0 is not a positive whole number"]),
     ([], ("plan", "--gpus", "eight"), {}, ["argument --gpus: 'eight' is not a whole number"]),
-    ([], ("plan", "--gpus", "8", "--serve-gpus", "0-3", "--train-gpus", "3-7"), {}, ["GPU 3 is in both"]),
+    (
+        [],
+        ("plan", "--gpus", "8", "--serve-gpus", "0-3", "--train-gpus", "3-7"),
+        {},
+        ["GPU 3 is in both", "--share-gpus"],
+    ),
     ([], ("plan", "--gpus", "8", "--serve-gpus", "0-3,2"), {}, ["--serve-gpus '0-3,2' names GPU 2 twice"]),
     ([], ("plan", "--gpus", "8", "--serve-gpus", "3-0"), {}, ["range 3-0 is reversed; write 0-3"]),
     ([], ("plan", "--gpus", "8", "--train-gpus", "-1"), {}, ["--train-gpus '-1' has the negative index -1"]),
@@ -142,7 +148,40 @@ def test_plan_for_eight_gpus_as_env(capsys):
         "NUM_PROCESSES=4",
         "VLLM_PORT=8000",
         "VLLM_GROUP_PORT=51216",
+        "SHARE_GPUS=0",
+        "GPU_MEMORY_UTILIZATION=0.9",
     ]
+
+
+def test_plan_for_one_gpu_shares_it_and_says_what_that_costs(capsys):
+    code, out, _ = run(capsys, "plan", "--gpus", "1")
+    assert code == 0
+    assert "layout: shared GPUs: vLLM takes 0.3 of each GPU's memory" in out
+    assert "weights are pushed over NCCL sockets, not P2P/NVLink" in out
+    code, out, _ = run(capsys, "plan", "--gpus", "1", "--format", "env", "--gpu-memory-utilization", "0.4")
+    assert code == 0 and out.splitlines()[1:] == [
+        "SERVE_GPUS=0",
+        "TRAIN_GPUS=0",
+        "TENSOR_PARALLEL_SIZE=1",
+        "DATA_PARALLEL_SIZE=1",
+        "NUM_PROCESSES=1",
+        "VLLM_PORT=8000",
+        "VLLM_GROUP_PORT=51216",
+        "SHARE_GPUS=1",
+        "GPU_MEMORY_UTILIZATION=0.4",
+    ]
+
+
+def test_plan_shares_several_gpus_only_when_asked(capsys):
+    code, out, _ = run(capsys, "plan", "--gpus", "4", "--share-gpus", "--format", "json")
+    document = json.loads(out)
+    assert code == 0 and document["serve_gpus"] == document["train_gpus"] == [0, 1, 2, 3]
+    assert document["share_gpus"] is True and document["gpu_memory_utilization"] == 0.3
+    code, out, _ = run(
+        capsys, "plan", "--gpus", "4", "--share-gpus", "--train-gpus", "2,3", "--format", "json"
+    )
+    document = json.loads(out)
+    assert code == 0 and document["serve_gpus"] == document["train_gpus"] == [2, 3]
 
 
 @pytest.mark.parametrize(
@@ -203,6 +242,8 @@ def test_plan_takes_the_split_flags(capsys):
         "NUM_PROCESSES": "2",
         "VLLM_PORT": "9000",
         "VLLM_GROUP_PORT": "9001",
+        "SHARE_GPUS": "0",
+        "GPU_MEMORY_UTILIZATION": "0.9",
     }
 
 
@@ -265,7 +306,7 @@ def test_plan_output_to_an_unwritable_place_fails_cleanly(capsys, tmp_path, no_e
 def test_a_failed_plan_leaves_an_existing_env_file_alone(capsys, tmp_path, no_exec):
     target = tmp_path / ".env"
     target.write_text("SERVE_GPUS=0\n")
-    code, _, _ = run(capsys, "plan", "--gpus", "1", "--format", "env", "-o", str(target))
+    code, _, _ = run(capsys, "plan", "--gpus", "2", "--serve", "2", "--format", "env", "-o", str(target))
     assert code == 1 and target.read_text() == "SERVE_GPUS=0\n"
 
 
@@ -398,6 +439,8 @@ def test_python_dash_m_trlstack_is_the_cli():
     )
     assert result.returncode == 0 and "SERVE_GPUS=0\n" in result.stdout
     result = subprocess.run(
-        [sys.executable, "-m", "trlstack", "plan", "--gpus", "1"], capture_output=True, text=True
+        [sys.executable, "-m", "trlstack", "plan", "--gpus", "2", "--serve-gpus", "0-1"],
+        capture_output=True,
+        text=True,
     )
-    assert result.returncode == 1 and "train --vllm-mode colocate" in result.stderr
+    assert result.returncode == 1 and "--share-gpus" in result.stderr

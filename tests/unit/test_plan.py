@@ -57,6 +57,8 @@ def test_env_keys_for_eight_gpus_are_exactly_what_compose_reads():
         "NUM_PROCESSES": "4",
         "VLLM_PORT": "8000",
         "VLLM_GROUP_PORT": "51216",
+        "SHARE_GPUS": "0",
+        "GPU_MEMORY_UTILIZATION": "0.9",
     }
 
 
@@ -97,10 +99,12 @@ def test_ports_can_be_chosen():
 
 BAD = [
     # (gpus, arguments, words the message must hold)
-    (0, {}, ["needs at least 2 GPUs", "no GPU", "--gpus N"]),
-    (1, {}, ["needs at least 2 GPUs", "1 GPU", "train --vllm-mode colocate"]),
-    (1, {"serve_gpus": (0,), "train_gpus": (0,)}, ["train --vllm-mode colocate"]),
+    (0, {}, ["needs a GPU, and there is none", "--gpus N"]),
+    (1, {"serve_gpus": (0,), "train_gpus": (0,)}, ["train --vllm-mode colocate", "--share-gpus"]),
     (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2)}, ["GPU 1 is in both", "disjoint", "colocate"]),
+    (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2), "share_gpus": True}, ["the same GPUs", "differ"]),
+    (4, {"serve_count": 1, "share_gpus": True}, ["--serve N splits the GPUs"]),
+    (4, {"share_gpus": True, "gpu_memory_utilization": 0.0}, ["must be a fraction above 0"]),
     (8, {"serve_gpus": (0, 1, 2, 3), "train_gpus": (2, 3, 4)}, ["GPU 2,3 is in both"]),
     (4, {"serve_gpus": (0, 9)}, ["--serve-gpus names GPU 9, which does not exist", "4 GPUs: 0-3"]),
     (4, {"train_gpus": (4,)}, ["--train-gpus names GPU 4, which does not exist"]),
@@ -169,6 +173,10 @@ def test_any_accepted_explicit_split_is_disjoint_and_exactly_the_request(request
     except UsageError:
         return
     assert plan.serve and plan.train
+    if n == 1 and serve is None and train is None:  # one GPU, no split asked for: the one shared plan
+        assert plan.share_gpus and plan.serve_indices == plan.train_indices == (0,)
+        return
+    assert not plan.share_gpus
     assert not set(plan.serve_indices) & set(plan.train_indices)
     assert set(plan.serve_indices) | set(plan.train_indices) <= set(range(n))
     if serve is not None:
@@ -224,6 +232,8 @@ def test_env_rendering_has_a_comment_header_then_the_keys():
         "NUM_PROCESSES=2",
         "VLLM_PORT=8000",
         "VLLM_GROUP_PORT=51216",
+        "SHARE_GPUS=0",
+        "GPU_MEMORY_UTILIZATION=0.9",
     ]
     assert text.endswith("\n")
 
@@ -256,7 +266,10 @@ def test_table_shows_both_roles_and_uuids_when_known():
 
 def test_table_leaves_out_the_gpu_list_when_nothing_is_known_of_them():
     table = render_table(make_plan(machine(8)))
-    assert len(table.splitlines()) == 3 and "UUID" not in table
+    assert len(table.splitlines()) == 5 and "UUID" not in table
+    assert table.splitlines()[-1] == (
+        "layout: disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+    )
 
 
 def test_render_refuses_an_unknown_format():
@@ -309,9 +322,23 @@ def test_a_plan_written_by_plan_passes_its_check():
     assert check_env({"SERVE_GPUS": "3", "TRAIN_GPUS": "0,1"}) == (
         "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU, training on 2"
     )
+    for n in (1, 2, 8):
+        assert "share their GPUs" in check_env(make_plan(machine(n), share_gpus=True).env())
+    for yes in ("1", "true", "Yes", "on "):  # the spellings compose and shells write
+        shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": yes}
+        assert (
+            check_env(shared)
+            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU, training on 1"
+        )
 
 
 BAD_ENV = [
+    ({"SERVE_GPUS": "4", "SHARE_GPUS": "0"}, "share them on purpose with SHARE_GPUS=1"),
+    ({"SERVE_GPUS": "4", "SHARE_GPUS": "off"}, "need disjoint GPUs"),
+    ({"SHARE_GPUS": "1"}, "SHARE_GPUS=1 runs the server and the trainer on the same GPUs, but SERVE_GPUS="),
+    ({"SHARE_GPUS": "maybe"}, "SHARE_GPUS='maybe' in .env is not 1 or 0"),
+    ({"GPU_MEMORY_UTILIZATION": "1.2"}, "GPU_MEMORY_UTILIZATION='1.2' in .env is not a fraction"),
+    ({"GPU_MEMORY_UTILIZATION": "lots"}, "GPU_MEMORY_UTILIZATION='lots' in .env is not a fraction"),
     (
         {"SERVE_GPUS": "0-3"},
         "SERVE_GPUS='0-3' in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES and "

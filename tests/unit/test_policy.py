@@ -12,6 +12,7 @@ from trlstack.policy import (
     hub_kernel_unavailable,
     kernels_mismatch,
     precision,
+    publisher_problem,
 )
 
 
@@ -183,7 +184,8 @@ def test_offline_the_cache_must_hold_the_version_transformers_loads(kernels_inst
     reason = hub_kernel_unavailable("kernels-community/flash-attn2", environ)
     assert reason == "the kernel cache lacks v3 (the version transformers loads) and HF_HUB_OFFLINE is set"
     del environ["HF_HUB_OFFLINE"]
-    assert hub_kernel_unavailable("kernels-community/flash-attn2", environ) is None  # downloadable online
+    # downloadable online, from a publisher the Hub trusts
+    assert hub_kernel_unavailable("kernels-community/flash-attn2", environ, trusted) is None
 
 
 def test_offline_without_the_kernel_in_a_cache_falls_back(kernels_installed, tmp_path):
@@ -192,8 +194,49 @@ def test_offline_without_the_kernel_in_a_cache_falls_back(kernels_installed, tmp
     assert reason == "not in the kernel cache and HF_HUB_OFFLINE is set"
 
 
+def trusted(repo_id):  # the Hub's answer for a trusted publisher (the Hub is the one double here)
+    return None
+
+
 def test_online_the_kernel_can_be_downloaded(kernels_installed, tmp_path):
-    assert hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)}) is None
+    assert hub_kernel_unavailable("kernels-community/flash-attn2", {"HOME": str(tmp_path)}, trusted) is None
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_online_a_publisher_the_hub_cannot_vouch_for_falls_back_and_says_why(
+    kernels_installed, tmp_path, cached
+):
+    # kernels asks the Hub before every online load, cached or not; without an answer the model load fails.
+    if cached:
+        cache_entry(tmp_path / "cache", "kernels-community/flash-attn3", 1)
+    environ = {"KERNELS_CACHE": str(tmp_path / "cache"), "HOME": str(tmp_path)}
+    reason = hub_kernel_unavailable(
+        "kernels-community/flash-attn3", environ, lambda repo: "the Hub cannot be reached (ConnectError)"
+    )
+    assert reason is not None and reason.startswith("the Hub cannot be reached (ConnectError)")
+    assert ("HF_HUB_OFFLINE=1 loads it without asking" in reason) == cached
+    chosen, notes = choose_attention([Gpu(0, compute_capability=(9, 0))], lambda repo: reason)
+    assert chosen == "sdpa" and notes[0] == f"kernels-community/flash-attn3 skipped: {reason}"
+
+
+def test_the_trust_question_is_the_one_kernels_asks(monkeypatch):
+    hub = pytest.importorskip("huggingface_hub")
+    answers = {"kernels-community": type("Info", (), {"trustedKernelPublisher": True})(),
+               "someone": type("Info", (), {})()}  # fmt: skip
+
+    def overview(self, organization):
+        if organization not in answers:
+            raise OSError("unreachable")
+        return answers[organization]
+
+    monkeypatch.setattr(hub.HfApi, "get_organization_overview", overview)
+    assert publisher_problem("kernels-community/flash-attn3") is None
+    assert publisher_problem("someone/kernel") == (
+        "someone is not a trusted kernel publisher on the Hub, so kernels refuses it"
+    )
+    assert (
+        publisher_problem("elsewhere/kernel") == "the Hub cannot be reached to verify its publisher (OSError)"
+    )
 
 
 def test_kernel_versions_match_what_the_installed_transformers_loads():
