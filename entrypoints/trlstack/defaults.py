@@ -77,6 +77,15 @@ class Env(StrEnum):
     PLAN_VLLM_PORT = "VLLM_PORT"
     PLAN_VLLM_GROUP_PORT = "VLLM_GROUP_PORT"
 
+    # Settings of `trlstack verify`, declared in trlstack/verify/command.py: where the image is, the parts to
+    # check, the sha256s its labels give.
+    VERIFY_ROOT = "TRLSTACK_VERIFY_ROOT"
+    VERIFY_IMAGE = "TRLSTACK_VERIFY_IMAGE"
+    VERIFY_TARBALL = "TRLSTACK_VERIFY_TARBALL"
+    VERIFY_ONLY = "TRLSTACK_VERIFY_ONLY"
+    VERIFY_EXPECT_LOCK_SHA256 = "TRLSTACK_VERIFY_EXPECT_LOCK_SHA256"
+    VERIFY_EXPECT_SBOM_SHA256 = "TRLSTACK_VERIFY_EXPECT_SBOM_SHA256"
+
     # Read by the compose files and scripts/up.sh, not by the package.
     IMAGE = "TRLSTACK_IMAGE"
     VARIANT = "TRLSTACK_VARIANT"
