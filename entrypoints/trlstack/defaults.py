@@ -80,6 +80,15 @@ class Env(StrEnum):
     PLAN_SHARE_GPUS = "SHARE_GPUS"
     PLAN_GPU_MEMORY_UTILIZATION = "GPU_MEMORY_UTILIZATION"
 
+    # Settings of `trlstack verify`, declared in trlstack/verify/command.py: where the image is, the parts to
+    # check, the sha256s its labels give.
+    VERIFY_ROOT = "TRLSTACK_VERIFY_ROOT"
+    VERIFY_IMAGE = "TRLSTACK_VERIFY_IMAGE"
+    VERIFY_TARBALL = "TRLSTACK_VERIFY_TARBALL"
+    VERIFY_ONLY = "TRLSTACK_VERIFY_ONLY"
+    VERIFY_EXPECT_LOCK_SHA256 = "TRLSTACK_VERIFY_EXPECT_LOCK_SHA256"
+    VERIFY_EXPECT_SBOM_SHA256 = "TRLSTACK_VERIFY_EXPECT_SBOM_SHA256"
+
     # Read by the compose files and scripts/up.sh, not by the package.
     IMAGE = "TRLSTACK_IMAGE"
     VARIANT = "TRLSTACK_VARIANT"

@@ -13,6 +13,7 @@ from trlstack.options import (
     one_of,
     parse_bool,
     positive_int,
+    repeated,
     setting,
     settings_from,
     split_extra,
@@ -97,3 +98,31 @@ def test_parser_errors_are_usage_errors_that_point_at_help():
 def test_split_extra_keeps_everything_after_the_first_double_dash():
     assert split_extra(["a", "--", "--b", "--", "c"]) == (["a"], ["--b", "--", "c"])
     assert split_extra(["a"]) == (["a"], [])
+
+
+@dataclass(frozen=True)
+class Parts:
+    only: tuple[str, ...] = repeated(Env.DATASET, "which parts", one_of("a", "b", "c"))
+
+
+def parts(environ, argv):
+    parser = Parser(prog="t")
+    add_settings(parser, Parts, environ)
+    return settings_from(Parts, parser.parse_args(argv)).only
+
+
+def test_a_repeated_setting_collects_its_flags_or_splits_its_variable():
+    assert parts({}, []) == ()
+    assert parts({}, ["--only", "a", "--only", "c", "--only", "a"]) == ("a", "c", "a")
+    assert parts({"TRLSTACK_DATASET": "b, c"}, []) == ("b", "c")
+    assert parts({"TRLSTACK_DATASET": "b,c"}, ["--only", "a"]) == ("a",)  # the flags replace the list
+    assert parts({"TRLSTACK_DATASET": ""}, []) == ()
+    with pytest.raises(UsageError, match=r"argument --only: 'd' is not one of a, b, c"):
+        parts({}, ["--only", "d"])
+    with pytest.raises(UsageError, match=r"TRLSTACK_DATASET='a,d' is not valid for --only: 'd' is not"):
+        parts({"TRLSTACK_DATASET": "a,d"}, [])
+    parser = Parser(prog="t")
+    add_settings(parser, Parts, {"TRLSTACK_DATASET": "a,b"})
+    assert "which parts [env TRLSTACK_DATASET, comma-separated; default: a,b]" in " ".join(
+        parser.format_help().split()
+    )
