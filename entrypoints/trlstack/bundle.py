@@ -221,6 +221,8 @@ def check_without(names: Iterable[str], locked: Iterable[str]) -> list[str]:
     locked = sorted(set(locked))
     checked: list[str] = []
     for name in names:
+        if not name.strip():
+            raise UsageError("--without needs a package name, e.g. --without flashinfer-cubin")
         key = canonicalize_name(name)
         if key not in locked:
             close = difflib.get_close_matches(key, locked, n=3)

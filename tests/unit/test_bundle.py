@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from trlstack import bundle
 from trlstack.bundle import Pin
+from trlstack.cli import main
 from trlstack.errors import UsageError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,6 +137,11 @@ def test_without_rejects_unknown_names_with_a_suggestion():
         bundle.check_without(["flashinfr-python"], ["flashinfer-python", "torch"])
 
 
+def test_without_refuses_an_empty_name():
+    with pytest.raises(UsageError, match="--without needs a package name"):
+        bundle.check_without([""], ["flashinfer-python"])
+
+
 def test_every_optional_package_is_in_the_lock():
     locked = {p.name for p in bundle.export(ROOT, ["gpu"], [])} if shutil.which("uv") else None
     if locked is None:
@@ -214,6 +220,17 @@ def test_dry_run_prints_what_the_target_lacks(tmp_path, capsys):
     out = capsys.readouterr().out
     assert [line.split("==")[0] for line in out.splitlines() if "==" in line] == ["pyyaml", "tqdm"]
     assert not (tmp_path / "b").exists()
+
+
+@needs_index
+def test_the_command_needs_no_without(tmp_path, capsys):
+    """README's bundle command, which names no --without: the option's default is no value given empty."""
+    argv = ["bundle", str(tmp_path / "b"), "--project", str(ROOT), "--dry-run", "--python-version", "3.12"]
+    assert main(argv + ["--platform", "manylinux_2_39_x86_64"]) == 0
+    out = capsys.readouterr().out
+    assert "\ntorch==" in out and not (tmp_path / "b").exists()
+    assert main(argv + ["--without="]) == 1
+    assert "--without needs a package name" in capsys.readouterr().err
 
 
 def python_with_pip() -> tuple[str, str]:
