@@ -1,6 +1,11 @@
-"""install.sh, the script the bundle carries to the target."""
+"""install.sh, the script the bundle carries to the target: `install.sh` beside this module, its @NAME@
+placeholders filled in with the bundle's format and target."""
 
 from __future__ import annotations
+
+import re
+import shlex
+from importlib import resources
 
 from trlstack.bundle.target import python_tag
 
@@ -9,56 +14,9 @@ FORMATS = ("wheelhouse", "site")
 
 def render_install_script(fmt: str, python_version: str, platform: str) -> str:
     """install.sh for the target: checks the interpreter, then installs offline."""
-    short, _ = python_tag(python_version)
-    head = f"""#!/bin/sh
-# Offline install of this bundle (trlstack bundle --format {fmt}, CPython {short}, {platform}).
-# PYTHON picks the target interpreter (default python3). Variables the target needs: bundle.env.
-set -eu
-here=$(cd "$(dirname "$0")" && pwd)
-python=$(command -v "${{PYTHON:-python3}}") || {{
-  echo "install.sh: no ${{PYTHON:-python3}} found; set PYTHON=/path/to/python{short}" >&2
-  exit 1
-}}
-have=$("$python" -c 'import sys; print(*sys.version_info[:2], sep=chr(46))')
-if [ "$have" != "{short}" ]; then
-  echo "install.sh: the bundle is for Python {short}, $python is $have; set PYTHON=/path/to/python{short}" >&2
-  exit 1
-fi
-"""
-    if fmt == "wheelhouse":
-        return (
-            head
-            + """# Usage: sh install.sh [more pip install arguments, e.g. --target DIR or --user]
-"$python" -m pip install --no-index --no-deps --find-links "$here/wheels" -r "$here/requirements.txt" "$@"
-echo "installed; before running, load $here/bundle.env (set -a; . $here/bundle.env; set +a)"
-"""
-        )
-    return (
-        head
-        + """# Usage: sh install.sh [DEST]   (default: ./site beside this script; DEST: empty or absent)
-dest=${1:-$here/site}
-if [ -d "$dest" ] && [ -n "$(ls -A "$dest")" ]; then
-  echo "install.sh: $dest is not empty; give an empty or new folder" >&2
-  exit 1
-fi
-expected=$(cat "$here/site.sha256")
-actual=$(cat "$here"/site.tar.xz* | sha256sum | cut -d' ' -f1)
-if [ "$actual" != "$expected" ]; then
-  echo "install.sh: site.tar.xz pieces are incomplete or damaged (sha256 $actual, expected $expected)" >&2
-  exit 1
-fi
-mkdir -p "$dest"
-dest=$(cd "$dest" && pwd)
-cat "$here"/site.tar.xz* | tar -xJ -C "$dest"
-# pip wrote the console scripts for the interpreter that built the bundle: point them at this one.
-for script in "$dest"/bin/*; do
-  [ -f "$script" ] && sed -i "1s|^#!.*python.*$|#!$python|" "$script"
-done
-{
-  echo "export PYTHONPATH=$dest\\${PYTHONPATH:+:\\$PYTHONPATH}"
-  echo "export PATH=$dest/bin:\\$PATH"
-  grep -v '^#' "$here/bundle.env" | sed 's/^/export /'
-} >"$dest/activate"
-echo "installed in $dest; use it with: . $dest/activate"
-"""
-    )
+    if fmt not in FORMATS:
+        raise ValueError(f"no install.sh for the format {fmt!r}")
+    values = {"FORMAT": fmt, "PYTHON": python_tag(python_version)[0], "PLATFORM": platform}
+    text = resources.files("trlstack.bundle").joinpath("install.sh").read_text()
+    # Each value is one shell word (checked: a format, X.Y, a platform tag); quoted all the same.
+    return re.sub(r"@([A-Z]+)@", lambda found: shlex.quote(values[found.group(1)]), text)
