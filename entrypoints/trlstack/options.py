@@ -37,7 +37,7 @@ class Setting:
     env: Env
     help: str
     type: Callable[[str], Any] = str
-    kind: str = "option"  # "option" (--flag VALUE), "switch" (--flag) or "positional" (NAME)
+    kind: str = "option"  # "option" (--flag VALUE), "switch" (--flag), "repeated" or "positional" (NAME)
 
 
 def setting(
@@ -51,6 +51,28 @@ def setting(
 def switch(env: Env, help: str) -> Any:
     """An on/off settings field: on when `--field-name` is given or `env` holds a yes (1, true, yes, on)."""
     return dataclasses.field(default=False, metadata={_SETTING: Setting(env, help, parse_bool, "switch")})
+
+
+def repeated(env: Env, help: str, type: Callable[[str], Any] = str, default: tuple[Any, ...] = ()) -> Any:
+    """A settings field that may be given many times (`--field-name VALUE` each), else `env` as a
+    comma-separated list, else `default`: a tuple of the values, in order. Flags replace the variable's list
+    (and the default), as a flag given once replaces a value."""
+    return dataclasses.field(default=default, metadata={_SETTING: Setting(env, help, type, "repeated")})
+
+
+class _Repeat(argparse.Action):
+    """argparse's `append`, except that the first flag replaces the default (the variable's list) instead of
+    adding to it, so that a flag beats the environment here too."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        given = getattr(namespace, self.dest)
+        setattr(namespace, self.dest, (*(() if given is self.default else given), values))
 
 
 def parse_bool(raw: str) -> bool:
@@ -68,6 +90,8 @@ def _from_environment(spec: Setting, flag: str, default: Any, environ: Mapping[s
     if raw == "":
         return default
     try:
+        if spec.kind == "repeated":
+            return tuple(spec.type(item.strip()) for item in raw.split(","))
         return spec.type(raw)
     except (ValueError, argparse.ArgumentTypeError) as error:
         raise UsageError(
@@ -91,6 +115,16 @@ def add_setting(
             action="store_true",
             default=default,
             help=f"{spec.help} [env {spec.env}; default: {default}]",
+        )
+    elif spec.kind == "repeated":
+        shown = ",".join(map(str, default)) or "none"
+        parser.add_argument(
+            flag,
+            dest=name,
+            action=_Repeat,
+            default=tuple(default),
+            type=spec.type,
+            help=f"{spec.help} [env {spec.env}, comma-separated; default: {shown}]",
         )
     else:
         shown = "unset" if default is None else default

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
-import hashlib
 import shutil
 import sys
 import tempfile
@@ -20,37 +18,47 @@ from trlstack.bundle.contents import (
     render_requirements,
 )
 from trlstack.bundle.script import render_install_script
+from trlstack.bundle.settings import BundleSettings
 from trlstack.bundle.target import marker_environment
-from trlstack.bundle.tools import build_project_wheel, call, export, install_site, pack, pip, target_flags
+from trlstack.bundle.tools import (
+    build_project_wheel,
+    call,
+    export,
+    install_site,
+    pack,
+    pip,
+    sha256,
+    target_flags,
+)
 from trlstack.errors import UsageError
 
 
-def make_bundle(args: argparse.Namespace) -> Path:
-    project = Path(args.project).resolve()
+def make_bundle(settings: BundleSettings) -> Path:
+    """Make the bundle `settings` describe (with dry_run: print what it would hold); returns its folder."""
+    project = Path(settings.project).resolve()
     if not (project / "uv.lock").is_file():
         raise UsageError(f"no uv.lock in {project}: run in the trlstack checkout or pass --project DIR")
-    out = Path(args.dir).resolve()
-    if out.exists() and any(out.iterdir()):
-        raise UsageError(f"{out} exists and is not empty: give a new folder (nothing there was changed)")
-    environment = marker_environment(args.python_version, args.platform)
-    if args.piece_size and args.format != "site":
+    out = Path(settings.dir).resolve()
+    check_new_folder(out)
+    environment = marker_environment(settings.python_version, settings.platform)
+    if settings.piece_size and settings.format != "site":
         raise UsageError("--piece-size splits the packed site folder: add --format site")
 
-    locked = export(project, args.extra, [])
-    without = check_without(
-        list(args.without) + (list(OPTIONAL) if args.slim else []), {p.name for p in locked}
-    )
-    kept = export(project, args.extra, without) if without else locked
-    present = parse_freeze(Path(args.exclude_present).read_text()) if args.exclude_present else {}
-    if args.keep_target_versions and not args.exclude_present:
+    locked = export(project, settings.extra, [])
+    asked = list(settings.without) + (list(OPTIONAL) if settings.slim else [])
+    without = check_without(asked, {p.name for p in locked})
+    kept = export(project, settings.extra, without) if without else locked
+    present = read_freeze(Path(settings.exclude_present)) if settings.exclude_present else {}
+    if settings.keep_target_versions and not settings.exclude_present:
         raise UsageError("--keep-target-versions needs --exclude-present FILE (the target's pip freeze)")
-    plan = plan_bundle(locked, kept, environment, present, without, args.keep_target_versions)
+    plan = plan_bundle(locked, kept, environment, present, without, settings.keep_target_versions)
     print(
-        f"bundle: {len(plan.included)} packages for CPython {args.python_version} on {args.platform}; "
+        f"bundle: {len(plan.included)} packages for CPython {settings.python_version} on "
+        f"{settings.platform}; "
         f"{len(plan.present)} already on the target, {len(plan.pruned)} left out with --without",
         file=sys.stderr,
     )
-    if args.dry_run:
+    if settings.dry_run:
         print(render_requirements(plan.included), end="")
         print(render_report(plan), end="", file=sys.stderr)
         return out
@@ -58,32 +66,60 @@ def make_bundle(args: argparse.Namespace) -> Path:
     stage = out.with_name(out.name + ".partial")
     shutil.rmtree(stage, ignore_errors=True)
     try:
-        write_bundle(args, project, plan, stage)
-    except BaseException:
+        write_bundle(settings, project, plan, stage)
+        if out.exists():
+            out.rmdir()
+        stage.rename(out)
+    except BaseException as error:
         shutil.rmtree(stage, ignore_errors=True)  # nothing half-made is left behind
+        if isinstance(error, OSError):
+            raise UsageError(
+                f"could not write the bundle to {out}: {error}; give a folder on a disk with room"
+            ) from None
         raise
-    if out.exists():
-        out.rmdir()
-    stage.rename(out)
     return out
 
 
-def write_bundle(args: argparse.Namespace, project: Path, plan: Plan, stage: Path) -> None:
+def check_new_folder(out: Path) -> None:
+    """Refuse a DIR that holds anything (or is no folder): nothing a user has is ever replaced."""
+    try:
+        taken = out.exists() and (not out.is_dir() or any(out.iterdir()))
+    except OSError as error:
+        raise UsageError(f"{out} cannot be read ({error.strerror}): give a new folder") from None
+    if taken and not out.is_dir():
+        raise UsageError(f"{out} exists and is not a folder: give a new folder (nothing there was changed)")
+    if taken:
+        raise UsageError(f"{out} exists and is not empty: give a new folder (nothing there was changed)")
+
+
+def read_freeze(path: Path) -> dict[str, str]:
+    """The target's packages from its `pip list --format=freeze` file (--exclude-present)."""
+    try:
+        return parse_freeze(path.read_text())
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) else "not text"
+        raise UsageError(
+            f"--exclude-present {path}: cannot be read ({reason}); give the file the target's "
+            "`pip list --format=freeze` wrote"
+        ) from None
+
+
+def write_bundle(settings: BundleSettings, project: Path, plan: Plan, stage: Path) -> None:
     """Fill `stage`: wheels or the packed site folder, requirements.txt, bundle.env, install.sh."""
     wheels = stage / "wheels"
     wheels.mkdir(parents=True)
     pins = list(plan.included)
     requirements = stage / "requirements.txt"
     requirements.write_text(render_requirements(pins))
-    if pins and args.format == "wheelhouse":
+    if pins and settings.format == "wheelhouse":
         call(
-            pip(args.pip)
+            pip(settings.pip)
             + ["download", "--no-deps", "--require-hashes", "--dest", str(wheels), "-r", str(requirements)]
-            + target_flags(args.python_version, args.platform),
+            + target_flags(settings.python_version, settings.platform),
             "pip download (for a package with no wheel for this target: raise --platform's glibc if the "
             "target allows, or leave the package out with --without)",
         )
-    if args.with_project:
+    if settings.with_project:
         with tempfile.TemporaryDirectory() as built:
             pin = build_project_wheel(project, Path(built))
             for wheel in Path(built).glob("*.whl"):
@@ -92,18 +128,13 @@ def write_bundle(args: argparse.Namespace, project: Path, plan: Plan, stage: Pat
         requirements.write_text(render_requirements(pins))
     (stage / "bundle.env").write_text(render_env(plan.env))
     (stage / "left-out.txt").write_text(render_report(plan))
-    if args.format == "site":
+    if settings.format == "site":
         site = stage / "site"
-        install_site(site, requirements, wheels, args.python_version, args.platform)
-        pieces = pack(site, stage / "site.tar.xz", args.piece_size)
-        digest = hashlib.sha256()
-        for piece in pieces:
-            with piece.open("rb") as data:
-                while chunk := data.read(1 << 20):
-                    digest.update(chunk)
-        (stage / "site.sha256").write_text(digest.hexdigest() + "\n")
+        install_site(site, requirements, wheels, settings.python_version, settings.platform)
+        pieces = pack(site, stage / "site.tar.xz", settings.piece_size)
+        (stage / "site.sha256").write_text(sha256(pieces) + "\n")
         shutil.rmtree(site)
         shutil.rmtree(wheels)
     script = stage / "install.sh"
-    script.write_text(render_install_script(args.format, args.python_version, args.platform))
+    script.write_text(render_install_script(settings.format, settings.python_version, settings.platform))
     script.chmod(0o755)

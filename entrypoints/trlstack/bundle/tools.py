@@ -48,6 +48,8 @@ def call(argv: Sequence[str], what: str, **kwargs: Any) -> subprocess.CompletedP
         raise UsageError(
             f"{what} failed (exit {error.returncode}){': ' + detail if detail else ''}"
         ) from None
+    except OSError as error:  # the program itself: a --pip that names nothing runnable
+        raise UsageError(f"{what}: cannot run {argv[0]} ({error.strerror}); check the command") from None
 
 
 def export(project: Path, extras: Sequence[str], prune: Sequence[str]) -> list[Pin]:
@@ -113,3 +115,13 @@ def install_site(site: Path, requirements: Path, wheels: Path, python_version: s
     argv += ["--find-links", str(wheels), "-r", str(requirements)]
     call(argv, "uv pip install --target", stderr=subprocess.PIPE, text=True)
     (site / ".lock").unlink(missing_ok=True)  # uv's lock of the folder, not part of the site
+
+
+def sha256(pieces: Sequence[Path]) -> str:
+    """The sha256 of the pieces joined in order: what install.sh checks before unpacking."""
+    digest = hashlib.sha256()
+    for piece in pieces:
+        with piece.open("rb") as data:
+            while chunk := data.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()

@@ -96,3 +96,18 @@ def test_a_small_bundle_installs_offline(fmt, tmp_path):
         [python, "-c", probe], env={"PYTHONPATH": str(site)}, capture_output=True, text=True
     )
     assert done.stdout.startswith(str(site)), done.stderr
+
+
+def test_a_file_in_the_way_is_named(tmp_path):
+    (tmp_path / "b").write_text("mine")
+    with pytest.raises(UsageError, match="exists and is not a folder"):
+        run(parse(str(tmp_path / "b"), "--project", str(ROOT)))
+    assert (tmp_path / "b").read_text() == "mine"
+
+
+@needs_uv
+@pytest.mark.parametrize("name", ["missing.txt", "."])
+def test_an_unreadable_freeze_is_named(name, tmp_path):
+    argv = [str(tmp_path / "b"), "--project", str(ROOT), "--exclude-present", str(tmp_path / name)]
+    with pytest.raises(UsageError, match="--exclude-present .*: cannot be read"):
+        run(parse(*argv))

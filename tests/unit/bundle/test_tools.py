@@ -6,7 +6,7 @@ import os
 import subprocess
 
 import pytest
-from trlstack.bundle.tools import export, pack
+from trlstack.bundle.tools import call, export, pack
 from trlstack.errors import UsageError
 
 from .conftest import ROOT
@@ -30,3 +30,8 @@ def test_pack_splits_the_archive_into_pieces_that_join_back(tmp_path):
     unpacked.mkdir()
     subprocess.run(["tar", "-xJ", "-C", str(unpacked)], input=joined, check=True)
     assert (unpacked / "data.bin").read_bytes() == (site / "data.bin").read_bytes()
+
+
+def test_a_program_that_cannot_run_is_named(tmp_path):
+    with pytest.raises(UsageError, match=r"pip download: cannot run .*nothing \(No such file"):
+        call([str(tmp_path / "nothing"), "download"], "pip download")
