@@ -74,7 +74,8 @@ def make_bundle(settings: BundleSettings) -> Path:
         shutil.rmtree(stage, ignore_errors=True)  # nothing half-made is left behind
         if isinstance(error, OSError):
             raise UsageError(
-                f"could not write the bundle to {out}: {error}; give a folder on a disk with room"
+                f"could not write the bundle into {out} ({error.strerror or error}): give a folder you can "
+                "write, on a disk with room"
             ) from None
         raise
     return out

@@ -111,3 +111,11 @@ def test_an_unreadable_freeze_is_named(name, tmp_path):
     argv = [str(tmp_path / "b"), "--project", str(ROOT), "--exclude-present", str(tmp_path / name)]
     with pytest.raises(UsageError, match="--exclude-present .*: cannot be read"):
         run(parse(*argv))
+
+
+@needs_uv
+def test_a_folder_that_cannot_be_written_is_named(tmp_path):
+    freeze = everything_but(set(), tmp_path)  # nothing to fetch: the first folder made is the failure
+    argv = ["/proc/trlstack-bundle", "--project", str(ROOT), "--exclude-present", str(freeze)]
+    with pytest.raises(UsageError, match="could not write the bundle into /proc/trlstack-bundle"):
+        run(parse(*argv))
