@@ -80,6 +80,9 @@ class Env(StrEnum):
     BUNDLE_WITH_PROJECT = "TRLSTACK_BUNDLE_WITH_PROJECT"
     BUNDLE_PROJECT = "TRLSTACK_BUNDLE_PROJECT"
     BUNDLE_PIP = "TRLSTACK_BUNDLE_PIP"
+    # Settings of `trlstack tiny`, declared with their flags in trlstack/tiny.py.
+    TINY_SEED = "TRLSTACK_TINY_SEED"
+    TINY_ROWS = "TRLSTACK_TINY_ROWS"
 
     # The GPU plan as `.env` holds it (`trlstack plan --format env` writes it): compose hands these keys to
     # the roles, and to `trlstack plan --check`, which checks them as written.
