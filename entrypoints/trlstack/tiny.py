@@ -172,12 +172,15 @@ class TinySettings:
     rows: int = setting(Env.TINY_ROWS, "dataset rows (at least 8: a batch)", 64, int)
 
 
+DESCRIPTION = (
+    "Make a tiny random-weight Qwen2-shaped model, its tokenizer (trained here), a reward model and a "
+    "small prompt dataset in DIR, without the network, for smoke runs: "
+    "`train grpo --cpu --model DIR/model --dataset DIR/dataset`."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Make a tiny random-weight Qwen2-shaped model, its tokenizer (trained here), a reward model and a "
-        "small prompt dataset in DIR, without the network, for smoke runs: "
-        "`train grpo --cpu --model DIR/model --dataset DIR/dataset`."
-    )
+    parser.description = DESCRIPTION
     parser.add_argument("dir", metavar="DIR", help="folder to create (or one made by this command before)")
     add_settings(parser, TinySettings, os.environ)
 

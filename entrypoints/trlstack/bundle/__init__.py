@@ -11,12 +11,12 @@ From uv.lock (through `uv export`: pins and hashes exactly the lock's), for one 
 
 Packages the target already has at the locked version (`--exclude-present`: `pip list --format=freeze` there)
 and optional heavy ones (`--without`, `--slim`) are left out; `bundle.env` lists the variables the target then
-needs. The decisions are pure functions; `run` does the side effects, into `DIR.partial`, renamed to DIR when
-complete.
+needs. The bundle is written into `DIR.partial`, renamed to DIR when complete.
 
-The package's floors: `target` (the target's Python and platform) and `contents` (what goes in, from the lock)
-decide; `script` writes install.sh; `tools` (uv, pip, tar, xz) and `build` do the side effects; `command` is
-the command line.
+The modules, decisions first: `target` (the target's Python and platform as tags and markers), `contents`
+(what goes in, from the lock) and `script` (install.sh, a shell file beside it, filled in) are pure;
+`tools` (uv, pip, tar, xz) and `build` do the side effects; `settings` declares each flag once and `command`
+is the command line, which hands `build` a frozen BundleSettings.
 """
 
 from trlstack.bundle.command import add_arguments, run
