@@ -1,5 +1,5 @@
-"""Server mode against colocate, side by side in one run: the weight push (seconds and GB/s per step), the GRPO
-step, and a trainer's (re)start to its first finished step against a server that stays up.
+"""Server mode against colocate, side by side in one run: the weight push (seconds and GB/s per step), the
+GRPO step, and a trainer's (re)start to its first finished step against a server that stays up.
 
 The main job without the engine: `serve-vllm` and a GRPO trainer (bench/gpu_grpo_breakdown.py's `grpo-server`
 case: the same step, phases and first-step clock as its colocated `grpo` case) as two processes. Layouts:
@@ -44,7 +44,8 @@ def start_server(model_dir: Path, layout: str, cache: Path, log: Path, eager: bo
     port = free_port()
     fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
-            str(fraction), *(["--share-gpus"] if shared else []), *(["--", "--enforce-eager"] if eager else [])]  # fmt: skip
+            str(fraction), *(["--share-gpus"] if shared else []),
+            *(["--", "--enforce-eager"] if eager else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu, "VLLM_CACHE_ROOT": str(cache)}
     started = time.perf_counter()
     server = subprocess.Popen(

@@ -68,6 +68,23 @@ class Env(StrEnum):
     MAIN_PROCESS_IP = "TRLSTACK_MAIN_PROCESS_IP"
     MAIN_PROCESS_PORT = "TRLSTACK_MAIN_PROCESS_PORT"
 
+    # Settings of `trlstack bundle`, each declared with its flag in trlstack/bundle/settings.py.
+    BUNDLE_PYTHON_VERSION = "TRLSTACK_BUNDLE_PYTHON_VERSION"
+    BUNDLE_PLATFORM = "TRLSTACK_BUNDLE_PLATFORM"
+    BUNDLE_FORMAT = "TRLSTACK_BUNDLE_FORMAT"
+    BUNDLE_PIECE_SIZE = "TRLSTACK_BUNDLE_PIECE_SIZE"
+    BUNDLE_EXCLUDE_PRESENT = "TRLSTACK_BUNDLE_EXCLUDE_PRESENT"
+    BUNDLE_KEEP_TARGET_VERSIONS = "TRLSTACK_BUNDLE_KEEP_TARGET_VERSIONS"
+    BUNDLE_WITHOUT = "TRLSTACK_BUNDLE_WITHOUT"
+    BUNDLE_SLIM = "TRLSTACK_BUNDLE_SLIM"
+    BUNDLE_EXTRA = "TRLSTACK_BUNDLE_EXTRA"
+    BUNDLE_WITH_PROJECT = "TRLSTACK_BUNDLE_WITH_PROJECT"
+    BUNDLE_PROJECT = "TRLSTACK_BUNDLE_PROJECT"
+    BUNDLE_PIP = "TRLSTACK_BUNDLE_PIP"
+    # Settings of `trlstack tiny`, declared with their flags in trlstack/tiny.py.
+    TINY_SEED = "TRLSTACK_TINY_SEED"
+    TINY_ROWS = "TRLSTACK_TINY_ROWS"
+
     # The GPU plan as `.env` holds it (`trlstack plan --format env` writes it): compose hands these keys to
     # the roles, and to `trlstack plan --check`, which checks them as written.
     PLAN_SERVE_GPUS = "SERVE_GPUS"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
-from typing import NoReturn
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
@@ -27,15 +27,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        parsed, rest = super().parse_known_args(args, namespace)
-        # Python 3.11's argparse takes `--flag=--` as an empty list, skipping the type check; 3.13 refuses it.
-        for action in self._actions:
-            if action.nargs is None and action.option_strings and getattr(parsed, action.dest, None) == []:
-                self.error(f"argument {'/'.join(action.option_strings)}: expected one value")
-        return parsed, rest
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        # Python 3.11 and 3.12's argparse take `--flag=--` as no value at all (an empty list, the type check
+        # skipped), for a store and an append option alike; 3.13 reads it as the value '--'. Caught here,
+        # where a value is given, so no option's default (an append option's [] included) is taken for it.
+        values = super()._get_values(action, arg_strings)
+        if action.nargs is None and action.option_strings and values == []:
+            self.error(f"argument {'/'.join(action.option_strings)}: expected one value")
+        return values
 
 
 def run_main(name: str, body: Callable[[], int]) -> int:

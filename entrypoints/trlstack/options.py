@@ -53,10 +53,11 @@ def switch(env: Env, help: str) -> Any:
     return dataclasses.field(default=False, metadata={_SETTING: Setting(env, help, parse_bool, "switch")})
 
 
-def repeated(env: Env, help: str, type: Callable[[str], Any] = str) -> Any:
+def repeated(env: Env, help: str, type: Callable[[str], Any] = str, default: tuple[Any, ...] = ()) -> Any:
     """A settings field that may be given many times (`--field-name VALUE` each), else `env` as a
-    comma-separated list, else none: a tuple of the values, in order. Flags replace the variable's list."""
-    return dataclasses.field(default=(), metadata={_SETTING: Setting(env, help, type, "repeated")})
+    comma-separated list, else `default`: a tuple of the values, in order. Flags replace the variable's list
+    (and the default), as a flag given once replaces a value."""
+    return dataclasses.field(default=default, metadata={_SETTING: Setting(env, help, type, "repeated")})
 
 
 class _Repeat(argparse.Action):
@@ -116,14 +117,14 @@ def add_setting(
             help=f"{spec.help} [env {spec.env}; default: {default}]",
         )
     elif spec.kind == "repeated":
-        listed = ",".join(map(str, default)) or "none"
+        shown = ",".join(map(str, default)) or "none"
         parser.add_argument(
             flag,
             dest=name,
             action=_Repeat,
             default=tuple(default),
             type=spec.type,
-            help=f"{spec.help} [env {spec.env}, comma-separated; default: {listed}]",
+            help=f"{spec.help} [env {spec.env}, comma-separated; default: {shown}]",
         )
     else:
         shown = "unset" if default is None else default

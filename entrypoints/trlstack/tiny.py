@@ -13,12 +13,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
+from trlstack.options import add_settings, setting, settings_from
 
 MARKER = "tiny.json"
 PARTS = ("model", "reward_model", "dataset")
@@ -159,23 +163,37 @@ def smoke_commands(root: Path) -> list[str]:
     return [f"train {recipe} {common}" for recipe in ("grpo", "rloo", "online-dpo")]
 
 
+@dataclass(frozen=True)
+class TinySettings:
+    """What `trlstack tiny` makes, and where. `dir` (DIR) is the command's own argument, not a setting."""
+
+    dir: str
+    seed: int = setting(Env.TINY_SEED, "random seed of the weights and data", 0, int)
+    rows: int = setting(Env.TINY_ROWS, "dataset rows (at least 8: a batch)", 64, int)
+
+
+DESCRIPTION = (
+    "Make a tiny random-weight Qwen2-shaped model, its tokenizer (trained here), a reward model and a "
+    "small prompt dataset in DIR, without the network, for smoke runs: "
+    "`train grpo --cpu --model DIR/model --dataset DIR/dataset`."
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        "Make a tiny random-weight Qwen2-shaped model, its tokenizer (trained here), a reward model and a "
-        "small prompt dataset in DIR, without the network, for smoke runs: "
-        "`train grpo --cpu --model DIR/model --dataset DIR/dataset`."
-    )
+    parser.description = DESCRIPTION
     parser.add_argument("dir", metavar="DIR", help="folder to create (or one made by this command before)")
-    parser.add_argument(
-        "--seed", type=int, default=0, help="random seed of the weights and data [default: 0]"
-    )
-    parser.add_argument("--rows", type=int, default=64, help="dataset rows [default: 64]")
+    add_settings(parser, TinySettings, os.environ)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.rows < 8:
-        raise UsageError(f"--rows {args.rows} is too few for a batch; use at least 8.")
-    root = Path(args.dir).resolve()
+    return make_assets(settings_from(TinySettings, args, dir=args.dir))
+
+
+def make_assets(settings: TinySettings) -> int:
+    """Make the assets `settings` ask for and print the smoke runs they serve."""
+    if settings.rows < 8:
+        raise UsageError(f"--rows {settings.rows} is too few for a batch; use at least 8.")
+    root = Path(settings.dir).resolve()
     check_target(root)
     try:
         import tokenizers  # noqa: F401
@@ -184,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"`trlstack tiny` needs the GPU stack ({error.name} is missing): pip install 'trlstack[gpu]'."
         ) from None
-    make(root, seed=args.seed, rows=args.rows)
+    make(root, seed=settings.seed, rows=settings.rows)
     print(f"made {root}/model, {root}/reward_model and {root}/dataset. Smoke runs:")
     for command in smoke_commands(root):
         print(f"  {command}")

@@ -126,3 +126,38 @@ def test_a_repeated_setting_collects_its_flags_or_splits_its_variable():
     assert "which parts [env TRLSTACK_DATASET, comma-separated; default: a,b]" in " ".join(
         parser.format_help().split()
     )
+
+
+@dataclass(frozen=True)
+class Lists:
+    dataset: tuple[str, ...] = repeated(Env.DATASET, "datasets", default=("a",))
+    num_processes: tuple[int, ...] = repeated(Env.NUM_PROCESSES, "counts", positive_int)
+
+
+def lists(environ, argv):
+    parser = Parser(prog="t")
+    add_settings(parser, Lists, environ)
+    return settings_from(Lists, parser.parse_args(argv))
+
+
+def test_a_repeated_setting_gathers_its_flags_in_order():
+    assert lists({}, []) == Lists(("a",), ())
+    assert lists({}, ["--dataset", "b", "--dataset=c", "--num-processes", "2"]) == Lists(("b", "c"), (2,))
+
+
+def test_a_repeated_settings_flags_replace_its_variable_which_replaces_the_default():
+    environ = {"TRLSTACK_DATASET": "x, y", "TRLSTACK_NUM_PROCESSES": "1,3"}
+    assert lists(environ, []) == Lists(("x", "y"), (1, 3))
+    assert lists(environ, ["--dataset", "z"]).dataset == ("z",)
+    with pytest.raises(UsageError, match=r"TRLSTACK_NUM_PROCESSES='1,0' is not valid for --num-processes"):
+        lists({"TRLSTACK_NUM_PROCESSES": "1,0"}, [])
+    with pytest.raises(UsageError, match="argument --num-processes: 'x' is not a whole number"):
+        lists({}, ["--num-processes", "x"])
+
+
+def test_help_shows_a_repeated_settings_default_and_how_to_list_it():
+    parser = Parser(prog="t")
+    add_settings(parser, Lists, {})
+    text = " ".join(parser.format_help().split())
+    assert "datasets [env TRLSTACK_DATASET, comma-separated; default: a]" in text
+    assert "counts [env TRLSTACK_NUM_PROCESSES, comma-separated; default: none]" in text

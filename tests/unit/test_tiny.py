@@ -3,16 +3,19 @@ that holds other things does not."""
 
 from __future__ import annotations
 
-import argparse
 import json
 
 import pytest
 from trlstack import tiny
-from trlstack.errors import UsageError
+from trlstack.errors import Parser, UsageError
+from trlstack.options import settings_from
 
 
 def args(path, rows=16):
-    return argparse.Namespace(dir=str(path), seed=0, rows=rows)
+    """`trlstack tiny PATH --rows ROWS` as the command reads it."""
+    parser = Parser(prog="t")
+    tiny.add_arguments(parser)
+    return parser.parse_args([str(path), "--rows", str(rows)])
 
 
 def test_a_folder_with_other_things_is_refused_and_left_alone(tmp_path):
@@ -20,6 +23,16 @@ def test_a_folder_with_other_things_is_refused_and_left_alone(tmp_path):
     with pytest.raises(UsageError, match="is not empty and was not made by `trlstack tiny`"):
         tiny.run(args(tmp_path))
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_the_settings_come_from_flags_or_variables(monkeypatch):
+    monkeypatch.setenv("TRLSTACK_TINY_ROWS", "32")
+    parser = Parser(prog="t")
+    tiny.add_arguments(parser)
+    given = settings_from(tiny.TinySettings, parser.parse_args(["d", "--seed", "3"]), dir="d")
+    assert given == tiny.TinySettings("d", seed=3, rows=32)
+    with pytest.raises(UsageError, match="argument --rows: invalid int value: 'x'"):
+        parser.parse_args(["d", "--rows", "x"])
 
 
 def test_too_few_rows_is_refused(tmp_path):
