@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command README gives: installs the locked dev environment, checks the lock, style and types, runs every
-# test.
+# test (shellcheck on every .sh file and hadolint on the Dockerfiles are tests too: tests/structure).
 # Docker-engine tests skip with their reason where no engine runs (CI provisions one and fails instead);
 # GPU tests skip where no CUDA GPU is present.
 set -euo pipefail

@@ -8,7 +8,8 @@ are all made from it, in the style of TRL's dataclass arguments:
 
 The flag is the field's name with dashes (`--port`). Precedence is flag > environment > default, the same for
 every command, so compose files and users can set any setting either way. An empty variable counts as unset,
-as compose passes one.
+as compose passes one. A setting that only its command reads (`trlstack slurm --nodes`) is a `flag`: no
+variable, its help shown as written, required when it has no default.
 """
 
 from __future__ import annotations
@@ -34,10 +35,14 @@ T = TypeVar("T")
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    env: Env
+    env: Env | None  # None: a flag only, read from no variable
     help: str
     type: Callable[[str], Any] = str
-    kind: str = "option"  # "option" (--flag VALUE), "switch" (--flag), "repeated" or "positional" (NAME)
+    # "option" (--flag VALUE), "switch" (--flag), "positional" (NAME) or "repeated" (--flag VALUE, once for
+    # each value: a tuple)
+    kind: str = "option"
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
 
 
 def setting(
@@ -46,6 +51,29 @@ def setting(
     """A settings field read from `--field-name VALUE` (or a positional NAME), else `env`, else `default`."""
     kind = "positional" if positional else "option"
     return dataclasses.field(default=default, metadata={_SETTING: Setting(env, help, type, kind)})
+
+
+def flag(
+    help: str,
+    default: Any = dataclasses.MISSING,
+    type: Callable[[str], Any] = str,
+    *,
+    metavar: str | None = None,
+    choices: Sequence[str] | None = None,
+    positional: bool = False,
+    repeated: bool = False,
+) -> Any:
+    """A settings field read from its flag only (or a positional NAME), required when it has no `default`;
+    `help` is shown as written, the default included where it says one. `repeated`: given once per value,
+    a tuple (default empty)."""
+    kind = "positional" if positional else "repeated" if repeated else "option"
+    spec = Setting(None, help, type, kind, metavar, tuple(choices) if choices is not None else None)
+    return dataclasses.field(default=() if repeated else default, metadata={_SETTING: spec})
+
+
+def declared(spec: Setting, default: Any = None) -> Any:
+    """A settings field declared by `spec`, a Setting another command declares too (TENSOR_PARALLEL)."""
+    return dataclasses.field(default=default, metadata={_SETTING: spec})
 
 
 def switch(env: Env, help: str) -> Any:
@@ -86,7 +114,7 @@ def parse_bool(raw: str) -> bool:
 
 
 def _from_environment(spec: Setting, flag: str, default: Any, environ: Mapping[str, str]) -> Any:
-    raw = environ.get(spec.env, "")
+    raw = environ.get(spec.env, "") if spec.env is not None else ""
     if raw == "":
         return default
     try:
@@ -102,8 +130,12 @@ def _from_environment(spec: Setting, flag: str, default: Any, environ: Mapping[s
 def add_setting(
     parser: Group, name: str, spec: Setting, default: Any, environ: Mapping[str, str], flag: str | None = None
 ) -> None:
-    """Add one setting to `parser` (dest `name`, given as `flag`), its default read from the environment."""
+    """Add one setting to `parser` (dest `name`, given as `flag`), its default read from the environment;
+    dataclasses.MISSING as `default` makes it required."""
     flag = flag or "--" + name.replace("_", "-")
+    if spec.env is None:
+        _add_flag(parser, name, spec, default, flag)
+        return
     default = _from_environment(spec, name.upper() if spec.kind == "positional" else flag, default, environ)
     if spec.kind == "positional":
         parser.add_argument(
@@ -137,6 +169,20 @@ def add_setting(
         )
 
 
+def _add_flag(parser: Group, name: str, spec: Setting, default: Any, flag: str) -> None:
+    """A setting read from its flag only, its help as written."""
+    options: dict[str, Any] = {"type": spec.type, "choices": spec.choices, "help": spec.help}
+    if spec.kind == "positional":
+        parser.add_argument(name, metavar=spec.metavar or name.upper(), **options)
+        return
+    required = default is dataclasses.MISSING
+    options.update(dest=name, metavar=spec.metavar, required=required)
+    if spec.kind == "repeated":  # argparse appends to a list; settings_from makes it a tuple
+        parser.add_argument(flag, action="append", **options)
+    else:
+        parser.add_argument(flag, default=None if required else default, **options)
+
+
 def add_settings(
     parser: Group,
     settings: type[DataclassInstance],
@@ -154,12 +200,20 @@ def add_settings(
 def variables(settings: type[DataclassInstance]) -> list[Env]:
     """The environment variables the dataclass `settings` reads, in the order declared."""
     specs = (field.metadata.get(_SETTING) for field in dataclasses.fields(settings))
-    return [spec.env for spec in specs if spec is not None]
+    return [spec.env for spec in specs if spec is not None and spec.env is not None]
 
 
-def settings_from(settings: type[S], args: argparse.Namespace, **more: Any) -> S:
-    """The `settings` object for parsed `args` (the fields add_settings added), plus the fields in `more`."""
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(settings) if _SETTING in f.metadata}
+def settings_from(
+    settings: type[S], args: argparse.Namespace, only: Sequence[str] | None = None, **more: Any
+) -> S:
+    """The `settings` object for parsed `args` (the fields add_settings added, or those named in `only`, the
+    others left at their defaults), plus the fields in `more`."""
+    values = {}
+    for field in dataclasses.fields(settings):
+        spec = field.metadata.get(_SETTING)
+        if spec is not None and (only is None or field.name in only):
+            value = getattr(args, field.name)
+            values[field.name] = tuple(value or ()) if spec.kind == "repeated" else value
     return settings(**values, **more)
 
 

@@ -10,6 +10,7 @@ from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.options import (
     add_settings,
+    flag,
     one_of,
     parse_bool,
     positive_int,
@@ -161,3 +162,44 @@ def test_help_shows_a_repeated_settings_default_and_how_to_list_it():
     text = " ".join(parser.format_help().split())
     assert "datasets [env TRLSTACK_DATASET, comma-separated; default: a]" in text
     assert "counts [env TRLSTACK_NUM_PROCESSES, comma-separated; default: none]" in text
+
+
+@dataclass(frozen=True)
+class Flags:
+    """Settings only a command reads: no variable, help as written."""
+
+    name: str = flag("what to run", positional=True, choices=["a", "b"])
+    nodes: int = flag("how many nodes", type=positive_int, metavar="N")
+    model: str = flag("which model [default: tiny]", "tiny")
+    bind: tuple[str, ...] = flag("a folder (repeatable)", repeated=True)
+    num_processes: int = setting(Env.NUM_PROCESSES, "how many", 3, positive_int)
+
+
+def parse_flags(environ, argv, only=None):
+    parser = Parser(prog="t")
+    add_settings(parser, Flags, environ)
+    return settings_from(Flags, parser.parse_args(argv), only=only)
+
+
+def test_a_flag_reads_no_variable_is_required_without_a_default_and_repeats_into_a_tuple():
+    environ = {"TRLSTACK_NUM_PROCESSES": "5", "TRLSTACK_MODEL": "org/env"}
+    assert parse_flags(environ, ["a", "--nodes", "2"]) == Flags("a", 2, "tiny", (), 5)
+    argv = ["b", "--nodes", "2", "--model", "org/m", "--bind", "/x", "--bind", "/y"]
+    assert parse_flags({}, argv) == Flags("b", 2, "org/m", ("/x", "/y"), 3)
+    with pytest.raises(UsageError, match="the following arguments are required: --nodes"):
+        parse_flags({}, ["a"])
+    with pytest.raises(UsageError, match="argument NAME: invalid choice: 'c'"):
+        parse_flags({}, ["c", "--nodes", "2"])
+
+
+def test_only_the_settings_named_are_read_the_others_keep_their_defaults():
+    settings = parse_flags({}, ["a", "--nodes", "2", "--model", "org/m"], only=("name", "nodes"))
+    assert settings == Flags("a", 2, "tiny", (), 3)
+
+
+def test_a_flag_shows_its_help_as_written(capsys):
+    parser = Parser(prog="t")
+    add_settings(parser, Flags, {})
+    help = " ".join(parser.format_help().split())
+    assert "--nodes N how many nodes --model MODEL which model [default: tiny] --bind BIND a folder" in help
+    assert "NAME what to run" in help

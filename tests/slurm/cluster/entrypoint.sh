@@ -32,6 +32,7 @@ start_munge() {
   wait_for 30 munged munge -n
 }
 
+# shellcheck disable=SC2329 # called as "start_$role" below
 start_controller() {
   install -d -o trlstack -g trlstack /shared
   install -d -o mysql -g mysql /run/mysqld
@@ -53,6 +54,7 @@ start_controller() {
   wait_for 60 slurmctld scontrol ping
 }
 
+# shellcheck disable=SC2329 # called as "start_$role" below
 start_node() {
   # Apptainer without root: squashfuse mounts the .sif through /dev/fuse, usable by every user as on a host.
   [ -c /dev/fuse ] && chmod 0666 /dev/fuse
