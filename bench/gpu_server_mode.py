@@ -95,6 +95,9 @@ def main() -> int:
     parser.add_argument("--prompt-words", type=int, default=64)
     parser.add_argument("--case-timeout", type=int, default=400)
     parser.add_argument("--colocate-shapes", nargs="*", default=["0.5B"], help="shapes colocate also runs")
+    parser.add_argument(
+        "--colocate-runs", type=int, default=2, help="colocate runs per shape: compile cache cold, then warm"
+    )
     args = parser.parse_args()
     keys = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
     args.passthrough = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
@@ -147,13 +150,13 @@ def main() -> int:
         if shape in args.colocate_shapes:
             os.environ["CUDA_VISIBLE_DEVICES"] = "0"
             args.compile_cache = Path(tempfile.mkdtemp(prefix="colocate-cache-", dir=work))  # empty: cold
-            for run in ("cold", "warm"):
+            for run in ("cold", "warm")[: args.colocate_runs]:
                 case = run_child(("grpo", shape, VARIANT), str(model_dir), args)
                 row[f"colocate_{run}"] = summary(case, pushed)
                 print(f"{shape} colocate {run}: {row[f'colocate_{run}']}", flush=True)
                 write()
             server_step = row["server_restart"].get("step_s")
-            colocate_step = row["colocate_warm"].get("step_s")
+            colocate_step = row["colocate_warm" if args.colocate_runs > 1 else "colocate_cold"].get("step_s")
             if server_step and colocate_step:
                 row["server_vs_colocate_step_ratio"] = server_step / colocate_step
         write()
