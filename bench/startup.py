@@ -23,7 +23,7 @@ from pathlib import Path
 
 TARGET_S = 0.3
 HEAVY = ("torch", "vllm", "trl", "transformers", "accelerate")
-ROLE_MODULES = ("trlstack.cli", "trlstack.serve", "trlstack.train")
+ROLE_MODULES = ("trlstack.cli", "trlstack.roles.serve", "trlstack.roles.train")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 

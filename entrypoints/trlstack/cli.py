@@ -20,15 +20,27 @@ from trlstack.errors import Parser, UsageError, run_main
 MODULE_COMMANDS = {
     "plan": ("trlstack.plan", "split the GPUs between the vLLM server and the trainer"),
     "doctor": (
-        "trlstack.doctor",
+        "trlstack.commands.doctor",
         "check this machine for the stack: driver, GPUs, /dev/shm, ports, HF cache, versions",
     ),
-    "version": ("trlstack.version", "print trlstack's version and the pinned stack"),
-    "bundle": ("trlstack.bundle", "pack the locked GPU stack as an offline bundle for another machine"),
-    "tiny": ("trlstack.tiny", "make a tiny model and tokenizer on the spot, for smoke tests without the Hub"),
-    "verify": ("trlstack.verify", "check an image against its commit: uv.lock, the SBOM, kernels.lock"),
-    "slurm": ("trlstack.slurm", "write (or submit) an sbatch script that runs a recipe across Slurm nodes"),
-    "export": ("trlstack.export", "turn the built image into an Apptainer .sif or an enroot .sqsh"),
+    "version": ("trlstack.commands.version", "print trlstack's version and the pinned stack"),
+    "bundle": (
+        "trlstack.commands.bundle",
+        "pack the locked GPU stack as an offline bundle for another machine",
+    ),
+    "tiny": (
+        "trlstack.commands.tiny",
+        "make a tiny model and tokenizer on the spot, for smoke tests without the Hub",
+    ),
+    "verify": (
+        "trlstack.commands.verify",
+        "check an image against its commit: uv.lock, the SBOM, kernels.lock",
+    ),
+    "slurm": (
+        "trlstack.commands.slurm",
+        "write (or submit) an sbatch script that runs a recipe across Slurm nodes",
+    ),
+    "export": ("trlstack.commands.export", "turn the built image into an Apptainer .sif or an enroot .sqsh"),
 }
 
 

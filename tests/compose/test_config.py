@@ -15,7 +15,7 @@ import pytest
 from stacks import GPU_COUNTS, METHODS, REPO, VARIANTS, Compose, clean_environ
 from trlstack.defaults import IMAGE
 from trlstack.errors import UsageError
-from trlstack.serve import check_bind
+from trlstack.roles.serve import check_bind
 
 pytestmark = pytest.mark.docker
 

@@ -59,8 +59,9 @@ SHELLCHECK_PENDING = {"docker/normalize-layer.sh": {"SC2013"}, "docker/slim.sh":
 
 
 def shell_scripts() -> list[Path]:
-    """Every .sh file of the checkout: the package's (trlstack/slurm/*.sh), scripts/, docker/, the tests'; not
-    the ones under hidden folders (.venv, .git) or in another checkout inside this one (a worktree)."""
+    """Every .sh file of the checkout: the package's (trlstack/commands/slurm/*.sh), scripts/, docker/, the
+    tests'; not the ones under hidden folders (.venv, .git) or in another checkout inside this one (a
+    worktree)."""
     found = []
     for folder, subfolders, files in os.walk(REPO):
         checkouts = {name for name in subfolders if Path(folder, name, ".git").exists()}
@@ -73,7 +74,7 @@ def shell_scripts() -> list[Path]:
 
 def test_shell_scripts_are_shellcheck_clean() -> None:
     scripts = shell_scripts()
-    assert Path("entrypoints/trlstack/slurm/prepare.sh") in scripts
+    assert Path("entrypoints/trlstack/commands/slurm/prepare.sh") in scripts
     done = subprocess.run(
         [tool("shellcheck"), "--format=gcc", *map(str, scripts)], cwd=REPO, capture_output=True, text=True
     )

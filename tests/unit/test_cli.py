@@ -313,7 +313,7 @@ def test_a_failed_plan_leaves_an_existing_env_file_alone(capsys, tmp_path, no_ex
 def test_version_prints_the_version_and_every_pin(capsys, monkeypatch):
     # A pin no environment installs stands for a missing package, wherever the suite runs (light or gpu venv).
     pins = {"trlstack-absent-pkg": "1.0", "pyyaml": "6.0.4"}
-    monkeypatch.setattr("trlstack.version.pinned_stack", lambda: pins)
+    monkeypatch.setattr("trlstack.commands.version.pinned_stack", lambda: pins)
     code, out, _ = run(capsys, "version")
     lines = out.splitlines()
     assert code == 0 and lines[0] == f"trlstack {__version__}" and lines[1].startswith("python 3.")
@@ -423,7 +423,8 @@ def test_start_up_imports_neither_torch_nor_the_heavy_commands():
         "import sys, trlstack.cli\n"
         "sys.argv = ['trlstack', 'plan', '--gpus', '8', '--format', 'env']\n"
         "assert trlstack.cli.main() == 0\n"
-        "heavy = {'torch', 'vllm', 'trl', 'transformers', 'trlstack.bundle', 'trlstack.tiny'}\n"
+        "heavy = {'torch', 'vllm', 'trl', 'transformers',"
+        " 'trlstack.commands.bundle', 'trlstack.commands.tiny'}\n"
         "print(sorted(heavy & set(sys.modules)))\n"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -12,9 +12,9 @@ import yaml
 from trlstack import __version__
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, IMAGE, Env
 from trlstack.options import variables
-from trlstack.serve import ServeSettings
+from trlstack.roles.serve import ServeSettings
+from trlstack.roles.train import TrainSettings
 from trlstack.stack import pinned_stack
-from trlstack.train import TrainSettings
 
 REPO = Path(__file__).resolve().parents[2]
 BAKE = (REPO / "docker" / "docker-bake.hcl").read_text()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from trlstack import cli, serve, train
+from trlstack import cli
+from trlstack.roles import serve, train
 
 ODD = [
     "inf", "-inf", "nan", "1e400", "1e-400", "-0", "0.0", "+7", "1_0", "0x10", "٣", "9" * 5000,

@@ -12,7 +12,6 @@ import importlib.util
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from trlstack import serve, train
 from trlstack.errors import UsageError
 from trlstack.passthrough import (
     VLLM,
@@ -23,6 +22,7 @@ from trlstack.passthrough import (
     table_from_installed,
 )
 from trlstack.recipes import RECIPES
+from trlstack.roles import serve, train
 
 HAS_STACK = all(importlib.util.find_spec(name) is not None for name in ("vllm", "trl"))
 needs_stack = pytest.mark.skipif(not HAS_STACK, reason="vLLM and TRL are not installed (light install)")

@@ -1,0 +1,18 @@
+"""`trlstack slurm RECIPE`: one sbatch script that runs a recipe across the nodes of a Slurm cluster.
+
+The first node serves generations (`serve-vllm` with the plan's tensor x data parallel layout on its GPUs),
+the other nodes train (`train`, one `accelerate launch` per node, meeting at the first trainer node).
+Details: slurm/README.md. Check, then render:
+
+- `settings`: what a job is asked for: trlstack slurm's own flags, the roles' settings as they declare them;
+- `layout`: who does what (server and trainer nodes, the GPU plan); `checks`: every check that needs only
+  the settings, once, giving the `Job` that rendering takes;
+- `render`, `roles`, `shell`: the script, a pure function of the Job; its fixed parts are the shell files
+  `prepare.sh` and `supervise.sh` beside these modules;
+- `host`: the checks of the submit host (shared storage, sbatch, the runtime);
+- `command`: the command line, and writing, printing (--dry-run) or submitting (--submit) the script.
+"""
+
+from trlstack.commands.slurm.command import add_arguments, run
+
+__all__ = ["add_arguments", "run"]

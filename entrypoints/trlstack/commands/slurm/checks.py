@@ -1,0 +1,110 @@
+"""Every check of a job that needs nothing but its settings, made once: `check` returns the checked `Job`
+that `render` takes, so rendering never checks again.
+
+The roles keep their own guards on the cluster (serve-vllm's bind check, train's address toward the server,
+its stale-run check and checkpoint on stop); what can be checked before submitting is checked here with the
+same code: the plan, the arguments passed on to TRL and vLLM.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from trlstack.commands.slurm.layout import Layout, make_layout
+from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings
+from trlstack.errors import UsageError
+from trlstack.passthrough import VLLM, check_passthrough, receiver
+from trlstack.roles import serve, train
+
+INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+# What the roles set themselves (train.TAKEN, serve.TAKEN: the same keys), with what to do instead here.
+TRAIN_TAKEN = {
+    **train.TAKEN,
+    "config": "use --config (before `--`)",
+    "vllm_mode": "use --serve-nodes 0 for vLLM inside every trainer",
+    "vllm_server_base_url": "the script points every trainer at the server node",
+    "vllm_group_port": "use --group-port",
+}
+SERVER_TAKEN = {
+    **serve.TAKEN,
+    **{
+        dest: f"use trlstack slurm's --{dest.replace('_', '-')}"
+        for dest in ("model", "port", *SERVER_SETTINGS)
+    },
+    "host": "the script binds the server node's cluster address",
+    "tensor_parallel_size": "use trlstack slurm's --tensor-parallel-size",
+    "data_parallel_size": "the plan sets it from --gpus-per-node and --tensor-parallel-size",
+}
+
+_CHECKED = object()  # held by `check` alone: a Job made anywhere else is refused
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job that passed every check: its settings and its layout. Only `check` makes one."""
+
+    settings: SlurmSettings
+    layout: Layout
+    made_by: object = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.made_by is not _CHECKED:
+            raise TypeError(
+                "a Job comes from trlstack.commands.slurm.checks.check(settings), which checks it"
+            )
+
+
+def check(settings: SlurmSettings) -> Job:
+    """The checked job; UsageError naming the fix for a request that cannot run."""
+    recipe = train.resolve_recipe(settings.recipe)
+    if settings.runtime not in RUNTIMES:
+        raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
+    layout = make_layout(settings)
+    _check_ports(settings)
+    _check_image(settings)
+    for name, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
+        if not path.startswith("/"):
+            raise UsageError(f"{name} {path} must be an absolute path on storage every node shares.")
+    if settings.network_interface is not None and not INTERFACE.match(settings.network_interface):
+        raise UsageError(f"--network-interface {settings.network_interface!r} is not an interface name.")
+    for bind in settings.bind:
+        if not all(part.startswith("/") for part in bind.split(":")[:2]):
+            raise UsageError(f"--bind {bind}: give SRC or SRC:DST as absolute paths.")
+    if settings.stop_grace < 30:
+        raise UsageError(
+            f"--stop-grace {settings.stop_grace}: give the trainers at least 30 s to write a checkpoint."
+        )
+    if settings.vllm_args and not layout.serve_nodes:
+        raise UsageError(
+            "--vllm-args go to the server node's `vllm serve`, and with --serve-nodes 0 there is none; drop "
+            "them."
+        )
+    # The guards by meaning of train and serve-vllm, before anything is queued.
+    check_passthrough(settings.train_args, receiver(recipe.name), TRAIN_TAKEN, "trlstack slurm")
+    check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
+    return Job(settings, layout, _CHECKED)
+
+
+def _check_ports(settings: SlurmSettings) -> None:
+    ports = {"--port": settings.ports.port, "--group-port": settings.ports.group_port}
+    ports["--main-process-port"] = settings.ports.main_process_port
+    for flag, port in ports.items():
+        others = [other for other, value in ports.items() if value == port and other != flag]
+        if others:
+            raise UsageError(f"{flag} and {others[0]} are both {port}; every role's port must differ.")
+
+
+def _check_image(settings: SlurmSettings) -> None:
+    if settings.runtime in ("apptainer", "pyxis") and not settings.image:
+        kind = "a .sif file" if settings.runtime == "apptainer" else "an image reference or a .sqsh file"
+        raise UsageError(
+            f"--runtime {settings.runtime} needs --image ({kind}); make one from the built image with "
+            f"`trlstack export --format {'sif' if settings.runtime == 'apptainer' else 'sqsh'} IMAGE`."
+        )
+    if settings.runtime == "apptainer" and not str(settings.image).endswith(".sif"):
+        raise UsageError(
+            f"--image {settings.image}: --runtime apptainer runs a .sif file; make one with "
+            "`trlstack export --format sif IMAGE`."
+        )

@@ -1,0 +1,151 @@
+"""The command line of `trlstack slurm`: its flags as the settings declare them, the settings read from them,
+and what it does with the script: print it (--dry-run), write it, or write and submit it (--submit)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from trlstack.commands.slurm.checks import check
+from trlstack.commands.slurm.host import host_checks
+from trlstack.commands.slurm.render import render
+from trlstack.commands.slurm.settings import (
+    DECIDED_ONCE,
+    IMAGE,
+    JOB,
+    NETWORK,
+    RUN_SETTINGS,
+    SERVER_SETTINGS,
+    TRAIN_SETTINGS,
+    JobPorts,
+    SlurmSettings,
+)
+from trlstack.errors import UsageError
+from trlstack.files import write_atomically
+from trlstack.options import add_settings, settings_from, split_extra
+from trlstack.roles import train
+from trlstack.roles.serve import ServeSettings
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    environ = os.environ
+    parser.description = (
+        "Write an sbatch script that runs RECIPE across nodes: the first node serves generations (vLLM), the "
+        "others train (accelerate multi-node), in the image through Apptainer or Pyxis, or in an "
+        "environment. Arguments after `--` go to the TRL script. Details: slurm/README.md."
+    )
+    add_settings(parser, SlurmSettings, environ, only=("recipe",))
+    add_settings(parser.add_argument_group("the job"), SlurmSettings, environ, only=JOB)
+    add_settings(parser.add_argument_group("the image"), SlurmSettings, environ, only=IMAGE)
+    run_group = parser.add_argument_group("the run (as train and serve-vllm take them)")
+    add_settings(run_group, train.TrainSettings, environ, only=RUN_SETTINGS)
+    add_settings(run_group, SlurmSettings, environ, only=("tensor_parallel_size", "num_heads"))
+    add_settings(run_group, ServeSettings, environ, only=SERVER_SETTINGS)
+    add_settings(run_group, SlurmSettings, environ, only=("vllm_args",))
+    # As train decides on start, but once, here: checked on the submit host, which sees the shared folder.
+    add_settings(run_group, train.TrainSettings, environ, only=DECIDED_ONCE)
+    network = parser.add_argument_group("network")
+    add_settings(network, SlurmSettings, environ, only=NETWORK)
+    add_settings(network, JobPorts, environ)
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--dry-run", action="store_true", help="print the script, write and submit nothing")
+    what.add_argument("--submit", action="store_true", help="write the script and submit it with sbatch")
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="script file [default: OUTPUT_DIR/NAME.sbatch]"
+    )
+    _keep_extra_apart(parser)
+
+
+def _keep_extra_apart(parser: argparse.ArgumentParser) -> None:
+    """Arguments after `--` go to the TRL script: kept apart (args.extra) before argparse reads the rest."""
+    parse_known = parser.parse_known_args
+
+    def parse_known_args(args=None, namespace=None):  # type: ignore[no-untyped-def]
+        own, extra = split_extra(sys.argv[1:] if args is None else args)
+        parsed, rest = parse_known(own, namespace)
+        parsed.extra = extra
+        return parsed, rest
+
+    parser.parse_known_args = parse_known_args  # type: ignore[method-assign]
+
+
+def _absolute(path: str | None) -> str | None:
+    return os.path.abspath(path) if path else None
+
+
+def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, dict[str, Any]]:
+    """Settings with paths made absolute, and the config that says what the run is, checked as train will
+    check it; the model both roles get is the config's when not given."""
+    from trlstack import trainconfig
+
+    recipe = train.resolve_recipe(args.recipe)
+    wanted = settings_from(train.TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
+    train.check_resume_choice(wanted)
+    source = Path(wanted.config) if wanted.config else recipe.bundled_config
+    config = train.run_config(wanted, trainconfig.load_config(source), recipe, str(source))
+    given = settings_from(
+        SlurmSettings,
+        args,
+        train=replace(wanted, config=_absolute(wanted.config), model=config.get("model_name_or_path")),
+        serve=settings_from(ServeSettings, args, only=SERVER_SETTINGS),
+        ports=settings_from(JobPorts, args),
+        train_args=tuple(args.extra),
+    )
+    settings = replace(
+        given,
+        output_dir=os.path.abspath(given.output_dir),
+        image=_absolute(given.image) if given.image and given.runtime != "pyxis" else given.image,
+        cache_dir=_absolute(given.cache_dir),
+    )
+    return settings, config
+
+
+def say(message: str) -> None:
+    print(f"trlstack slurm: {message}", file=sys.stderr, flush=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trlstack import outputs
+
+    settings, config = read_settings(args)
+    text = render(check(settings))
+    if args.dry_run:
+        sys.stdout.write(text)
+        return 0
+    host_checks(settings, submit=args.submit)
+    # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
+    # moves it aside here, once (never deleted), --resume lets the trainers continue it.
+    run_dir = Path(settings.run_dir)
+    recipe = train.resolve_recipe(settings.recipe)
+    aside = train.previous_run_to_move(settings.train, run_dir, recipe, config, say)
+    if aside is not None:
+        outputs.move_aside(run_dir, aside)
+        say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
+    path = Path(args.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    try:
+        # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
+        Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, text)
+    except OSError as error:
+        raise UsageError(f"cannot write {path}: {error.strerror}; choose a writable --output-dir.") from None
+    if not args.submit:
+        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
+        return 0
+    done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UsageError(f"sbatch refused {path}: {done.stderr.strip()}")
+    job = done.stdout.strip().split(";")[0]
+    log = f"{settings.output_dir.rstrip('/')}/{settings.name}-{job}.out"
+    print(job)
+    print(
+        f"trlstack slurm: submitted {path} as job {job}; watch: squeue -j {job}; tail -f {log}",
+        file=sys.stderr,
+    )
+    return 0

@@ -1,0 +1,1 @@
+"""Tests of trlstack.commands, one file (or folder) a command."""

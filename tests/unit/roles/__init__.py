@@ -1,0 +1,1 @@
+"""Tests of trlstack.roles, one file a module."""

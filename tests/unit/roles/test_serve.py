@@ -1,0 +1,278 @@
+"""serve-vllm: the exact vLLM command for each GPU layout, the bind policy, bad input that starts nothing."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu
+from trlstack.plan import make_plan
+from trlstack.roles import serve
+from trlstack.roles.serve import ServeSettings, build_command, check_bind
+
+SEED_COMMAND = [
+    "vllm",
+    "serve",
+    "Qwen/Qwen2.5-0.5B-Instruct",
+    "--weight-transfer-config",
+    '{"backend": "nccl"}',
+    "--logprobs-mode",
+    "processed_logprobs",
+    "--max-logprobs",
+    "-1",
+]
+
+
+def gpus(n):
+    return [Gpu(i, uuid=f"GPU-{i:04d}", compute_capability=(9, 0)) for i in range(n)]
+
+
+@pytest.mark.parametrize(("machine_gpus", "serve_gpus"), [(2, 1), (4, 2), (8, 4)])
+def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
+    plan = make_plan(gpus(machine_gpus))
+    command = build_command(ServeSettings(), plan.serve)
+    assert command.argv == [
+        *SEED_COMMAND,
+        "--host", "127.0.0.1",
+        "--port", "8000",
+        "--tensor-parallel-size", "1",
+        "--data-parallel-size", str(serve_gpus),
+        "--gpu-memory-utilization", "0.9",
+    ]  # fmt: skip
+    # CUDA numbers GPUs as nvidia-smi and the plan do only in PCI bus order, whoever starts the role; vLLM's
+    # own top-k/top-p sampler, as FlashInfer's would compile kernels the shipped wheels cannot build.
+    assert command.env == {
+        "VLLM_SERVER_DEV_MODE": "1",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+    }
+
+
+def test_eight_gpus_with_tensor_parallel_two_and_every_option():
+    settings = ServeSettings(
+        model="/models/qwen",
+        host="10.0.0.5",
+        port=8100,
+        tensor_parallel_size=2,
+        gpu_memory_utilization=0.8,
+        max_model_len=4096,
+        dtype="bfloat16",
+        extra=["--enforce-eager", "--seed", "3"],
+    )
+    command = build_command(settings, gpus(8))
+    assert command.argv == [
+        "vllm", "serve", "/models/qwen", *SEED_COMMAND[3:],
+        "--host", "10.0.0.5",
+        "--port", "8100",
+        "--tensor-parallel-size", "2",
+        "--data-parallel-size", "4",
+        "--gpu-memory-utilization", "0.8",
+        "--max-model-len", "4096",
+        "--dtype", "bfloat16",
+        "--enforce-eager", "--seed", "3",
+    ]  # fmt: skip
+
+
+def test_shell_form_is_the_seed_line_and_reparses_to_the_same_argv():
+    command = build_command(ServeSettings(), gpus(1))
+    line = command.shell()
+    assert line.startswith(
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve "
+        "Qwen/Qwen2.5-0.5B-Instruct "
+        """--weight-transfer-config '{"backend": "nccl"}' """
+        "--logprobs-mode processed_logprobs --max-logprobs -1"
+    )
+    assert shlex.split(line) == [
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+        "VLLM_SERVER_DEV_MODE=1",
+        "VLLM_USE_FLASHINFER_SAMPLER=0",
+        *command.argv,
+    ]
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "10.1.2.3", "172.18.0.2", "192.168.1.20", "fd00::5"])
+def test_loopback_and_private_binds_are_allowed(host):
+    check_bind(host, allow_public=False)
+
+
+def test_a_host_name_is_judged_by_the_addresses_it_resolves_to():
+    check_bind("vllm", allow_public=False, resolve=lambda name: ["172.20.0.3"])
+    with pytest.raises(UsageError, match="public address 8.8.4.4"):
+        check_bind("vllm", allow_public=False, resolve=lambda name: ["172.20.0.3", "8.8.4.4"])
+
+
+@pytest.mark.parametrize("resolved", [["0.0.0.0"], ["::"], ["::ffff:0.0.0.0"], ["127.0.0.1", "0.0.0.0"]])
+def test_a_host_name_for_the_any_address_is_every_interface(resolved):
+    with pytest.raises(UsageError, match="binds the server on every interface"):
+        check_bind("anywhere", allow_public=False, resolve=lambda name: resolved)
+
+
+def test_localhost_resolves_for_real():
+    check_bind("localhost", allow_public=False)
+
+
+def test_public_binds_need_the_explicit_flag():
+    check_bind("0.0.0.0", allow_public=True)
+    check_bind("8.8.8.8", allow_public=True)
+
+
+def test_main_execs_vllm_with_the_added_environment(clean_env, machine, on_path, exec_calls):
+    machine(gpus(4))
+    clean_env.setenv("CUDA_VISIBLE_DEVICES", "2,3")
+    clean_env.setenv("TRLSTACK_MODEL", "org/model")
+    clean_env.setenv("TRLSTACK_VLLM_PORT", "8011")
+    on_path("vllm")
+    with pytest.raises(exec_calls.Execd):
+        serve.main(["--max-model-len", "2048", "--", "--enforce-eager"])
+    [(program, argv, env)] = exec_calls
+    assert program == "vllm"
+    assert argv == [
+        "vllm", "serve", "org/model", *SEED_COMMAND[3:],
+        "--host", "127.0.0.1", "--port", "8011",
+        "--tensor-parallel-size", "1", "--data-parallel-size", "2",
+        "--gpu-memory-utilization", "0.9", "--max-model-len", "2048", "--enforce-eager",
+    ]  # fmt: skip
+    assert env["VLLM_SERVER_DEV_MODE"] == "1" and env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the caller's choice passes through
+
+
+def test_flags_beat_the_environment(clean_env, capsys, no_exec):
+    clean_env.setenv("TRLSTACK_VLLM_HOST", "10.0.0.1")
+    clean_env.setenv("TRLSTACK_TENSOR_PARALLEL_SIZE", "2")
+    assert serve.main(["--gpus", "4", "--host", "10.0.0.2", "--print-command"]) == 0
+    out = capsys.readouterr().out
+    assert "--host 10.0.0.2 " in out
+    assert "--tensor-parallel-size 2 --data-parallel-size 2 " in out
+
+
+def test_print_command_prints_one_shell_line_and_runs_nothing(clean_env, capsys, no_exec):
+    assert serve.main(["--gpus", "2", "--print-command"]) == 0
+    out = capsys.readouterr().out
+    assert out == (
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID VLLM_SERVER_DEV_MODE=1 VLLM_USE_FLASHINFER_SAMPLER=0 vllm serve "
+        "Qwen/Qwen2.5-0.5B-Instruct "
+        """--weight-transfer-config '{"backend": "nccl"}' """
+        "--logprobs-mode processed_logprobs --max-logprobs -1 "
+        "--host 127.0.0.1 --port 8000 --tensor-parallel-size 1 --data-parallel-size 2 "
+        "--gpu-memory-utilization 0.9\n"
+    )
+
+
+def test_start_up_does_not_import_torch():
+    import subprocess
+    import sys
+
+    code = "import sys, trlstack.roles.serve, trlstack.roles.train; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+# Bad input: exit 1, a message naming the fix, nothing exec'd.
+BAD_INPUT = [
+    ([], {}, [], "serve-vllm needs a CUDA GPU and none is visible"),
+    ([], {"CUDA_VISIBLE_DEVICES": "-1"}, [0, 1], "serve-vllm needs a CUDA GPU"),
+    (["--host", "0.0.0.0"], {}, [0], "binds the server on every interface"),
+    (["--host", "::"], {}, [0], "--allow-public-bind"),
+    (["--host", "8.8.8.8"], {}, [0], "public address 8.8.8.8"),
+    (["--tensor-parallel-size", "4"], {}, [0, 1], "needs 4 GPUs, but 2 are visible"),
+    (["--data-parallel-size", "3"], {}, [0, 1], "needs 3 GPUs, but 2 are visible"),
+    (["--port", "70000"], {}, [0], "--port: 70000 is not a TCP port"),
+    ([], {"TRLSTACK_VLLM_PORT": "http"}, [0], "TRLSTACK_VLLM_PORT='http' is not valid for --port"),
+    ([], {"TRLSTACK_GPU_MEMORY_UTILIZATION": "1.5"}, [0], "not a fraction in (0, 1]"),
+    ([], {"TRLSTACK_TENSOR_PARALLEL_SIZE": "0"}, [0], "TRLSTACK_TENSOR_PARALLEL_SIZE='0' is not valid"),
+    (["--dtype", "fp8"], {}, [0], "'fp8' is not one of auto"),
+    ([], {"TRLSTACK_ALLOW_PUBLIC_BIND": "maybe"}, [0], "TRLSTACK_ALLOW_PUBLIC_BIND='maybe' is not valid"),
+    (["--gpus", "8"], {}, [0], "--gpus N only describes another machine together with --print-command"),
+    (["--no-such-flag"], {}, [0], "unrecognized arguments: --no-such-flag"),
+    ([], {"CUDA_VISIBLE_DEVICES": "7"}, [0, 1], "names GPU 7"),
+    ([], {}, [0], "`vllm` is not on PATH"),
+    (["--", "--host", "0.0.0.0"], {}, [0], "--host after `--` would override serve-vllm's setting"),
+    (["--", "--port=9000"], {}, [0], "use serve-vllm's own --port (before `--`)"),
+    (["--", "-tp", "2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--max-logprobs", "5"], {}, [0], "TRL needs the value serve-vllm sets"),
+    # The bind guard by meaning: every spelling of the any-address, and of --host, that vLLM or we accept.
+    (["--host", "::ffff:0.0.0.0"], {}, [0], "binds the server on every interface"),
+    (["--host", "0"], {}, [0], "binds the server on every interface"),
+    (["--host=::"], {}, [0], "binds the server on every interface"),
+    (["--ho", "0.0.0.0"], {}, [0], "binds the server on every interface"),
+    ([], {"TRLSTACK_VLLM_HOST": "::ffff:0.0.0.0"}, [0], "binds the server on every interface"),
+    (["--host", "::ffff:8.8.8.8"], {}, [0], "public address 8.8.8.8"),
+    (
+        ["--", "--ho", "0.0.0.0"],
+        {},
+        [0],
+        "--ho after `--` would override serve-vllm's setting (vllm serve reads",
+    ),
+    (["--", "--host=::"], {}, [0], "--host after `--` would override serve-vllm's setting"),
+    (
+        ["--", "-t", "2"],
+        {},
+        [0, 1],
+        "-t after `--` would override serve-vllm's setting (vllm serve reads it as -tp)",
+    ),
+    (["--", "-tp=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--tensor_parallel=2"], {}, [0, 1], "use serve-vllm's own --tensor-parallel-size"),
+    (["--", "--weight_transfer_config.backend=gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--weight-transfer.backend", "gloo"], {}, [0], "TRL needs the value serve-vllm sets"),
+    (["--", "--model", "org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--model=org/other"], {}, [0], "use serve-vllm's own --model"),
+    (["--", "--max-num-seqs", "8", "--max-model-len=99"], {}, [0], "use serve-vllm's own --max-model-len"),
+    (
+        ["--", "--enforce-eagre"],
+        {},
+        [0],
+        "vllm serve has no option --enforce-eagre (after `--`) (did you mean",
+    ),
+    (["--", "--enable", "x"], {}, [0], "--enable after `--` is ambiguous for vllm serve: it could be"),
+    (["--", "--config=c.yaml"], {}, [0], "reads a config file only as `--config FILE`"),
+    (
+        ["--", "--config", "host.yaml"],
+        {},
+        [0],
+        "`host` in --config host.yaml would override serve-vllm's setting",
+    ),
+    (["--", "--config", "dotted.yaml"], {}, [0], "`weight_transfer_config` in --config dotted.yaml would"),
+    (
+        ["--", "--config", "typo.yaml"],
+        {},
+        [0],
+        "vllm serve has no option `max_num_sqs` (in --config typo.yaml)",
+    ),
+    (["--", "--config", "c.txt"], {}, [0], "reads only .yaml or .yml config files"),
+    (["--", "--config", "list.yaml"], {}, [0], "must be a YAML mapping of vLLM options"),
+    (["--", "--config", "absent.yaml"], {}, [0], "--config absent.yaml: no such file"),
+    (["--", "--config", "ok.yaml", "--config", "ok.yaml"], {}, [0], "--config is given more than once"),
+    (["--", "--config"], {}, [0], "--config after `--` needs a file"),
+    (
+        [],
+        {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"},
+        [0, 1],
+        "CUDA_DEVICE_ORDER=FASTEST_FIRST numbers GPUs differently",
+    ),
+]
+
+VLLM_CONFIGS = {
+    "host.yaml": "max-num-seqs: 8\nhost: 0.0.0.0\n",
+    "dotted.yaml": "weight_transfer_config:\n  backend: gloo\n",
+    "typo.yaml": "max_num_sqs: 8\n",
+    "c.txt": "max-num-seqs: 8\n",
+    "list.yaml": "- max-num-seqs\n",
+    "ok.yaml": "max-num-seqs: 8\n",
+}
+
+
+@pytest.mark.parametrize(("argv", "env", "machine_gpus", "message"), BAD_INPUT)
+def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
+    clean_env, machine, capsys, no_exec, tmp_path, argv, env, machine_gpus, message
+):
+    machine(gpus(len(machine_gpus)))
+    clean_env.chdir(tmp_path)
+    for name, text in VLLM_CONFIGS.items():
+        (tmp_path / name).write_text(text)
+    clean_env.setenv("PATH", str(tmp_path))  # no vllm on PATH unless a case wants one
+    for name, value in env.items():
+        clean_env.setenv(name, value)
+    assert serve.main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("serve-vllm: error: ")
+    assert message in err
