@@ -18,7 +18,7 @@ from trlstack.errors import Parser, UsageError, run_main
 # name -> (module, one-line help). A module is imported only when its command runs. Register a new command by
 # adding a line here.
 MODULE_COMMANDS = {
-    "plan": ("trlstack.plan", "split the GPUs between the vLLM server and the trainer"),
+    "plan": ("trlstack.commands.plan", "split the GPUs between the vLLM server and the trainer"),
     "doctor": (
         "trlstack.commands.doctor",
         "check this machine for the stack: driver, GPUs, /dev/shm, ports, HF cache, versions",

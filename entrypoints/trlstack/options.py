@@ -9,19 +9,20 @@ are all made from it, in the style of TRL's dataclass arguments:
 The flag is the field's name with dashes (`--port`). Precedence is flag > environment > default, the same for
 every command, so compose files and users can set any setting either way. An empty variable counts as unset,
 as compose passes one. A setting that only its command reads (`trlstack slurm --nodes`) is a `flag`: no
-variable, its help shown as written, required when it has no default.
+variable, its help shown as written, required when it has no default. The types of the values are in
+option_types.py; a role's command line (its preview flags, what it passes on) in roles/command_line.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from trlstack.defaults import FALSE_VALUES, TRUE_VALUES, Env
-from trlstack.errors import Parser, UsageError
+from trlstack.defaults import Env
+from trlstack.errors import UsageError
+from trlstack.option_types import parse_bool
 
 _SETTING = "trlstack.setting"  # the field metadata key
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 Group = argparse.ArgumentParser | argparse._ArgumentGroup
 S = TypeVar("S", bound="DataclassInstance")
-T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,16 +101,6 @@ class _Repeat(argparse.Action):
     ) -> None:
         given = getattr(namespace, self.dest)
         setattr(namespace, self.dest, (*(() if given is self.default else given), values))
-
-
-def parse_bool(raw: str) -> bool:
-    """Read a yes/no value the way compose files and shells write it."""
-    value = raw.strip().lower()
-    if value in TRUE_VALUES:
-        return True
-    if value in FALSE_VALUES:
-        return False
-    raise ValueError("expected one of 1/0, true/false, yes/no, on/off")
 
 
 def _from_environment(spec: Setting, flag: str, default: Any, environ: Mapping[str, str]) -> Any:
@@ -215,143 +205,3 @@ def settings_from(
             value = getattr(args, field.name)
             values[field.name] = tuple(value or ()) if spec.kind == "repeated" else value
     return settings(**values, **more)
-
-
-@dataclasses.dataclass(frozen=True)
-class Role:
-    """A role's command line: its name and description, what --print-command prints, and what
-    CUDA_VISIBLE_DEVICES chooses for it."""
-
-    prog: str
-    description: str
-    prints: str
-    chooses: str
-
-
-def parse_role(
-    role: Role, settings: type[S], argv: Sequence[str], environ: Mapping[str, str]
-) -> tuple[S, argparse.Namespace]:
-    """The role's `settings` from its arguments and environment, and the parsed arguments (the preview flags).
-
-    Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
-    """
-    parser = Parser(prog=role.prog, description=role.description)
-    add_settings(parser, settings, environ)
-    add_preview(parser, role.prints)
-    own, extra = split_extra(argv)
-    args = parser.parse_args(own)
-    check_preview(args, role.chooses)
-    return settings_from(settings, args, extra=extra), args
-
-
-# argparse types --------------------------------------------------------------------------------------------
-
-
-def _number(kind: Callable[[str], T], raw: str, what: str) -> T:
-    try:
-        return kind(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not {what}") from None
-
-
-def positive_int(raw: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = _number(int, raw, "a whole number")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive whole number")
-    return value
-
-
-def rank_number(raw: str) -> int:
-    """argparse type: a rank, a whole number from 0."""
-    value = _number(int, raw, "a whole number")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a rank (0 or more)")
-    return value
-
-
-def port_number(raw: str) -> int:
-    """argparse type: a TCP port."""
-    value = _number(int, raw, "a TCP port (1-65535)")
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (1-65535)")
-    return value
-
-
-def positive_float(raw: str) -> float:
-    """argparse type: a finite number > 0."""
-    value = _number(float, raw, "a number")
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a finite number")
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{value} is not a positive number")
-    return value
-
-
-WEEK_S = 7 * 24 * 3600
-
-
-def wait_seconds(raw: str) -> float:
-    """argparse type: how long to wait, in seconds: more than 0, at most a week."""
-    value = positive_float(raw)
-    if value > WEEK_S:
-        raise argparse.ArgumentTypeError(
-            f"{value:g} s is longer than any wait; give at most {WEEK_S} s (a week)"
-        )
-    return value
-
-
-def fraction(raw: str) -> float:
-    """argparse type: a number in (0, 1]."""
-    value = positive_float(raw)
-    if value > 1:
-        raise argparse.ArgumentTypeError(f"{value} is not a fraction in (0, 1]")
-    return value
-
-
-def one_of(*choices: str) -> Callable[[str], str]:
-    """argparse type: one of `choices`, exactly as written."""
-
-    def choice(raw: str) -> str:
-        if raw not in choices:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(choices)}")
-        return raw
-
-    return choice
-
-
-# What a role passes on unchanged ---------------------------------------------------------------------------
-
-
-def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
-    argv = list(argv)
-    if "--" in argv:
-        at = argv.index("--")
-        return argv[:at], argv[at + 1 :]
-    return argv, []
-
-
-# The preview every role offers -----------------------------------------------------------------------------
-
-
-def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
-    """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs)."""
-    from trlstack.gpus import gpu_count
-
-    parser.add_argument(
-        "--gpus",
-        type=gpu_count,
-        metavar="N",
-        help="with --print-command: show the command for N visible GPUs instead of detecting them",
-    )
-    parser.add_argument("--print-command", action="store_true", help=f"print {prints}; run nothing")
-
-
-def check_preview(args: argparse.Namespace, chooses: str) -> None:
-    """Refuse --gpus outside a preview: the role's GPUs are CUDA_VISIBLE_DEVICES, not a count."""
-    if args.gpus is not None and not args.print_command:
-        raise UsageError(
-            "--gpus N only describes another machine together with --print-command; to choose "
-            f"{chooses}, set {Env.CUDA_VISIBLE_DEVICES}."
-        )

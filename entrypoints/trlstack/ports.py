@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_MAIN_PROCESS_PORT, DEFAULT_VLLM_PORT, LOOPBACK, Env
-from trlstack.options import port_number, setting
+from trlstack.option_types import port_number
+from trlstack.options import setting
 
 
 def http_port_setting() -> Any:

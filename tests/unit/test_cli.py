@@ -413,7 +413,7 @@ def test_ctrl_c_exits_130(capsys, monkeypatch):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("trlstack.plan.run", interrupted)
+    monkeypatch.setattr("trlstack.commands.plan.run", interrupted)
     code, _, err = run(capsys, "plan")
     assert code == 130 and "interrupted" in err
 

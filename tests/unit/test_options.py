@@ -8,18 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
-from trlstack.options import (
-    add_settings,
-    flag,
-    one_of,
-    parse_bool,
-    positive_int,
-    repeated,
-    setting,
-    settings_from,
-    split_extra,
-    switch,
-)
+from trlstack.option_types import one_of, parse_bool, positive_int
+from trlstack.options import add_settings, flag, repeated, setting, settings_from, switch
+from trlstack.roles.command_line import split_extra
 
 TRUE = ["1", "TRUE", " yes ", "on"]
 FALSE = ["0", "false", "No", "off"]

@@ -9,16 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
-from trlstack.plan import (
-    ENV_KEYS,
-    check_env,
-    make_plan,
-    merge_env,
-    render,
-    render_env,
-    render_json,
-    render_table,
-)
+from trlstack.plan import ENV_KEYS, make_plan
+from trlstack.plan.env_check import check_env
+from trlstack.plan.render import merge_env, render, render_env, render_json, render_table
 
 
 def machine(n):

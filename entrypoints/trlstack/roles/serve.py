@@ -19,17 +19,11 @@ from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
-from trlstack.options import (
-    Role,
-    fraction,
-    one_of,
-    parse_role,
-    positive_int,
-    setting,
-    switch,
-)
+from trlstack.option_types import fraction, one_of, positive_int
+from trlstack.options import setting, switch
 from trlstack.passthrough import VLLM, check_passthrough, receiver
 from trlstack.ports import http_port_setting
+from trlstack.roles.command_line import Role, parse_role
 
 ROLE = Role(
     "serve-vllm",

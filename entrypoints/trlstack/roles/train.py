@@ -26,19 +26,12 @@ from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_HEALTH_TIMEOUT_S, DEFA
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import PCI_BUS_ID, Gpu, describe_indices, gpu_spec, nccl_host_id
-from trlstack.options import (
-    Role,
-    one_of,
-    parse_role,
-    positive_int,
-    rank_number,
-    setting,
-    switch,
-    wait_seconds,
-)
+from trlstack.option_types import one_of, positive_int, rank_number, wait_seconds
+from trlstack.options import setting, switch
 from trlstack.passthrough import check_passthrough, receiver
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES, RUNNER, Recipe
+from trlstack.roles.command_line import Role, parse_role
 
 ROLE = Role(
     "train",

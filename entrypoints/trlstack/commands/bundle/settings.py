@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from trlstack.commands.bundle.contents import OPTIONAL
 from trlstack.commands.bundle.script import FORMATS
 from trlstack.defaults import Env
-from trlstack.options import one_of, repeated, setting, switch
+from trlstack.option_types import one_of
+from trlstack.options import repeated, setting, switch
 
 THIS_PYTHON = "{}.{}".format(*sys.version_info[:2])
 

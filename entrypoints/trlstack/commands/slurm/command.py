@@ -28,8 +28,9 @@ from trlstack.commands.slurm.settings import (
 )
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
-from trlstack.options import add_settings, settings_from, split_extra
+from trlstack.options import add_settings, settings_from
 from trlstack.roles import train
+from trlstack.roles.command_line import split_extra
 from trlstack.roles.serve import ServeSettings
 
 

@@ -7,7 +7,8 @@ import argparse
 import shlex
 from dataclasses import dataclass, field
 
-from trlstack.options import declared, flag, positive_int
+from trlstack.option_types import positive_int
+from trlstack.options import declared, flag
 from trlstack.plan import TENSOR_PARALLEL
 from trlstack.ports import Ports, main_process_port_setting
 from trlstack.recipes import RECIPES

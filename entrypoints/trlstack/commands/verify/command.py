@@ -17,7 +17,8 @@ from trlstack.commands.verify.report import print_report
 from trlstack.commands.verify.trees import DirTree, TarTree, Tree
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError, run_main
-from trlstack.options import add_settings, one_of, repeated, setting, settings_from
+from trlstack.option_types import one_of
+from trlstack.options import add_settings, repeated, setting, settings_from
 
 DESCRIPTION = (
     "Check that an image holds exactly what its commit locks: every installed Python file against "

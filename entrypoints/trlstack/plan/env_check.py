@@ -1,0 +1,118 @@
+"""A GPU plan as .env holds it: the keys compose passes to both roles, checked as the roles will read them
+before either starts (`trlstack plan --check`, compose's plan-check service)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Mapping
+
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT
+from trlstack.errors import UsageError
+from trlstack.gpus import describe_indices, parse_gpu_spec
+from trlstack.option_types import fraction, parse_bool
+from trlstack.plan import COLOCATE_FIX, ENV_KEYS
+
+REWRITE = "`trlstack plan --format env -o .env` writes one"
+_INDEX_LIST = re.compile(r"^\d+(,\d+)*$")
+
+
+def _env_gpus(values: Mapping[str, str], key: str) -> tuple[int, ...]:
+    """The GPU indices of a .env key (compose passes it unchanged to CUDA_VISIBLE_DEVICES, device_ids)."""
+    raw = values.get(key, "")
+    if not raw.strip():
+        raise UsageError(f"{key} is not set; write .env with `trlstack plan --format env -o .env`.")
+    if not _INDEX_LIST.match(raw):
+        try:
+            indices = parse_gpu_spec(raw, key)
+        except UsageError:
+            raise UsageError(
+                f"{key}={raw!r} in .env is not a list of GPU indices; write the indices nvidia-smi shows, "
+                f"separated by commas (e.g. {key}=0,1), or let {REWRITE}."
+            ) from None
+        written = ",".join(map(str, indices))
+        raise UsageError(
+            f"{key}={raw!r} in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES and Docker's "
+            f"device_ids, which take GPU indices separated by commas; write {key}={written}."
+        )
+    return parse_gpu_spec(raw, key)
+
+
+def _env_count(values: Mapping[str, str], key: str) -> int | None:
+    raw = values.get(key, "")
+    if not raw:
+        return None  # compose passes an empty value; the role then uses its default
+    if not raw.isdigit() or int(raw) < 1:
+        raise UsageError(f"{key}={raw!r} in .env is not a positive whole number; fix or remove the line.")
+    return int(raw)
+
+
+def _env_port(values: Mapping[str, str], key: str, default: int) -> int:
+    raw = values.get(key, "")
+    if not raw:
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+        raise UsageError(f"{key}={raw!r} in .env is not a TCP port (1-65535); fix or remove the line.")
+    return int(raw)
+
+
+def _env_switch(values: Mapping[str, str], key: str) -> bool:
+    raw = values.get(key, "")
+    try:
+        return bool(raw.strip()) and parse_bool(raw)
+    except ValueError:
+        raise UsageError(f"{key}={raw!r} in .env is not 1 or 0 (yes/no); fix or remove the line.") from None
+
+
+def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
+    raw = values.get(key, "")
+    if not raw:
+        return None
+    try:
+        return fraction(raw)
+    except (ValueError, argparse.ArgumentTypeError):
+        raise UsageError(
+            f"{key}={raw!r} in .env is not a fraction above 0 and at most 1; fix or remove the line."
+        ) from None
+
+
+def check_env(values: Mapping[str, str]) -> str:
+    """Check a plan as .env holds it (`values`: ENV_KEYS as compose passes them), as the roles will read it;
+    a summary, or UsageError naming the key as the user wrote it."""
+    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
+    serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
+    share = _env_switch(values, share_key)
+    shared = [index for index in serve if index in train]
+    if share and set(serve) != set(train):
+        raise UsageError(
+            f"{share_key}=1 runs the server and the trainer on the same GPUs, but {serve_key}="
+            f"{values[serve_key]} and {train_key}={values[train_key]} differ; give both one set ({REWRITE})."
+        )
+    if shared and not share:
+        raise UsageError(
+            f"GPU {describe_indices(shared)} is in both {serve_key}={values[serve_key]} and "
+            f"{train_key}={values[train_key]}: the server and the trainer need disjoint GPUs. Change one of "
+            f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
+        )
+    _env_fraction(values, memory_key)
+    tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
+    needed = (tp or 1) * (dp or 1)
+    if needed > len(serve):
+        sizes = " x ".join(f"{key}={value}" for key, value in ((tp_key, tp), (dp_key, dp)) if value)
+        raise UsageError(
+            f"{sizes} needs {needed} GPUs, but {serve_key}={values[serve_key]} has {len(serve)}; make the "
+            f"sizes fit ({REWRITE})."
+        )
+    if processes is not None and processes > len(train):
+        raise UsageError(
+            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
+            f"{len(train)}; lower it or remove the line."
+        )
+    port = _env_port(values, port_key, DEFAULT_VLLM_PORT)
+    if port == _env_port(values, group_key, DEFAULT_GROUP_PORT):
+        raise UsageError(f"{port_key} and {group_key} are both {port}; the two need different ports.")
+    how = "share their GPUs" if share else "are disjoint"
+    return (
+        f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} {how}; vLLM on "
+        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''}, training on {len(train)}"
+    )

@@ -1,0 +1,141 @@
+"""A GPU plan rendered: a table for people, the `.env` keys compose reads (merged into an existing file), or
+JSON."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+from trlstack.errors import UsageError
+from trlstack.plan import ENV_HEADER, ENV_KEYS, Plan
+
+FORMATS = ("table", "env", "json")
+
+
+def _summary(plan: Plan) -> str:
+    processes = f"{plan.num_processes} process" + ("es" if plan.num_processes != 1 else "")
+    summary = (
+        f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
+        f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
+        f"training on GPUs {','.join(map(str, plan.train_indices))} ({processes})"
+    )
+    if plan.share_gpus:
+        summary += f", the same GPUs shared ({layout(plan)})"
+    return summary
+
+
+def layout(plan: Plan) -> str:
+    """The GPU layout in words: what sharing costs, or that the sets are disjoint."""
+    if plan.share_gpus:
+        return (
+            f"shared GPUs: vLLM takes {plan.gpu_memory_utilization:g} of each GPU's memory, the trainer the "
+            "rest; weights are pushed over NCCL sockets, not P2P/NVLink"
+        )
+    return "disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+
+
+def render_env(plan: Plan) -> str:
+    """The plan as `.env` lines for compose, under a comment header."""
+    lines = [f"{ENV_HEADER}: {_summary(plan)}."]
+    lines += [f"{key}={value}" for key, value in plan.env().items()]
+    return "\n".join(lines) + "\n"
+
+
+def merge_env(existing: str, plan: Plan) -> str:
+    """An existing .env with the plan's keys replaced and every other line the user wrote kept as it was.
+
+    python-dotenv reads the file as compose does: `export KEY=...`, quoted values over several lines and
+    comments are entries of their own, kept or replaced whole.
+    """
+    from dotenv.parser import parse_stream
+
+    kept = "".join(
+        entry.original.string
+        for entry in parse_stream(io.StringIO(existing))
+        if entry.key not in ENV_KEYS and not entry.original.string.lstrip().startswith(ENV_HEADER)
+    ).splitlines()
+    while kept and not kept[-1].strip():
+        kept.pop()
+    return "\n".join(kept) + ("\n\n" if kept else "") + render_env(plan)
+
+
+def _gpu_details(plan: Plan) -> list[dict[str, object]]:
+    roles = [("serve", gpu) for gpu in plan.serve] + [("train", gpu) for gpu in plan.train]
+    return [
+        {
+            "index": gpu.index,
+            "role": role,
+            "uuid": gpu.uuid,
+            "name": gpu.name,
+            "compute_capability": gpu.capability,
+        }
+        for role, gpu in roles
+    ]
+
+
+def render_json(plan: Plan) -> str:
+    """The plan as JSON: the sizes, the .env keys, and each GPU's role (with UUID and name when known)."""
+    import json
+
+    document = {
+        "serve_gpus": list(plan.serve_indices),
+        "train_gpus": list(plan.train_indices),
+        "tensor_parallel_size": plan.tensor_parallel_size,
+        "data_parallel_size": plan.data_parallel_size,
+        "num_processes": plan.num_processes,
+        "vllm_port": plan.port,
+        "vllm_group_port": plan.group_port,
+        "share_gpus": plan.share_gpus,
+        "gpu_memory_utilization": plan.gpu_memory_utilization,
+        "env": plan.env(),
+        "gpus": _gpu_details(plan),
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+
+
+def render_table(plan: Plan) -> str:
+    """The plan for people: one line per role, then one per GPU when its name or UUID is known."""
+    rows = [
+        ("role", "CUDA_VISIBLE_DEVICES", "layout", "port"),
+        (
+            "serve",
+            plan.env()["SERVE_GPUS"],
+            f"vLLM tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}, "
+            f"{plan.gpu_memory_utilization:g} of each GPU's memory",
+            f"{plan.port} (HTTP API)",
+        ),
+        (
+            "train",
+            plan.env()["TRAIN_GPUS"],
+            f"accelerate, {plan.num_processes} process{'es' if plan.num_processes > 1 else ''}",
+            f"{plan.group_port} (NCCL weight transfer)",
+        ),
+    ]
+    lines = [*_columns(rows), "", f"layout: {layout(plan)}"]
+    details = _gpu_details(plan)
+    if any(gpu["uuid"] or gpu["name"] for gpu in details):
+        gpu_rows: list[tuple[str, ...]] = [("GPU", "role", "name", "capability", "UUID")]
+        gpu_rows += [
+            tuple(
+                "-" if gpu[key] is None else str(gpu[key])
+                for key in ("index", "role", "name", "compute_capability", "uuid")
+            )
+            for gpu in details
+        ]
+        lines += ["", *_columns(gpu_rows)]
+    return "\n".join(lines) + "\n"
+
+
+def render(plan: Plan, fmt: str) -> str:
+    """The plan in one of FORMATS."""
+    renderers = {"table": render_table, "env": render_env, "json": render_json}
+    if fmt not in renderers:
+        raise UsageError(f"unknown plan format {fmt!r}; choose one of {', '.join(FORMATS)}.")
+    return renderers[fmt](plan)

@@ -1,0 +1,75 @@
+"""A role's command line: its settings from flags and the environment, the arguments it passes on unchanged
+after `--`, and the preview every role offers (`--print-command`, `--gpus N`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from trlstack.defaults import Env
+from trlstack.errors import Parser, UsageError
+from trlstack.gpus import gpu_count
+from trlstack.options import add_settings, settings_from
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+S = TypeVar("S", bound="DataclassInstance")
+
+
+@dataclass(frozen=True)
+class Role:
+    """A role's command line: its name and description, what --print-command prints, and what
+    CUDA_VISIBLE_DEVICES chooses for it."""
+
+    prog: str
+    description: str
+    prints: str
+    chooses: str
+
+
+def parse_role(
+    role: Role, settings: type[S], argv: Sequence[str], environ: Mapping[str, str]
+) -> tuple[S, argparse.Namespace]:
+    """The role's `settings` from its arguments and environment, and the parsed arguments (the preview flags).
+
+    Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
+    """
+    parser = Parser(prog=role.prog, description=role.description)
+    add_settings(parser, settings, environ)
+    add_preview(parser, role.prints)
+    own, extra = split_extra(argv)
+    args = parser.parse_args(own)
+    check_preview(args, role.chooses)
+    return settings_from(settings, args, extra=extra), args
+
+
+def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
+
+
+def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
+    """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs)."""
+    parser.add_argument(
+        "--gpus",
+        type=gpu_count,
+        metavar="N",
+        help="with --print-command: show the command for N visible GPUs instead of detecting them",
+    )
+    parser.add_argument("--print-command", action="store_true", help=f"print {prints}; run nothing")
+
+
+def check_preview(args: argparse.Namespace, chooses: str) -> None:
+    """Refuse --gpus outside a preview: the role's GPUs are CUDA_VISIBLE_DEVICES, not a count."""
+    if args.gpus is not None and not args.print_command:
+        raise UsageError(
+            "--gpus N only describes another machine together with --print-command; to choose "
+            f"{chooses}, set {Env.CUDA_VISIBLE_DEVICES}."
+        )
