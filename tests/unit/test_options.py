@@ -8,12 +8,9 @@ from dataclasses import dataclass, field
 import pytest
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
-from trlstack.option_types import one_of, parse_bool, positive_int
+from trlstack.option_types import one_of, positive_int
 from trlstack.options import add_settings, flag, repeated, setting, settings_from, switch
 from trlstack.roles.command_line import split_extra
-
-TRUE = ["1", "TRUE", " yes ", "on"]
-FALSE = ["0", "false", "No", "off"]
 
 
 @dataclass(frozen=True)
@@ -30,11 +27,6 @@ def parse(environ, argv):
     add_settings(parser, Example, environ)
     own, extra = split_extra(argv)
     return settings_from(Example, parser.parse_args(own), extra=extra)
-
-
-@pytest.mark.parametrize(("raw", "value"), [(raw, True) for raw in TRUE] + [(raw, False) for raw in FALSE])
-def test_parse_bool_reads_what_shells_and_compose_write(raw, value):
-    assert parse_bool(raw) is value
 
 
 def test_the_declaration_gives_the_flags_and_the_settings_object():
@@ -85,11 +77,6 @@ def test_parser_errors_are_usage_errors_that_point_at_help():
         parse({}, ["--num-processes", "0"])
     with pytest.raises(UsageError, match="'x' is not a whole number"):
         parse({}, ["--num-processes", "x"])
-
-
-def test_split_extra_keeps_everything_after_the_first_double_dash():
-    assert split_extra(["a", "--", "--b", "--", "c"]) == (["a"], ["--b", "--", "c"])
-    assert split_extra(["a"]) == (["a"], [])
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,83 @@
+"""trlstack.plan.env_check: a plan as .env holds it, checked as the roles will read it; every hand-written
+mistake named by its key as written."""
+
+from __future__ import annotations
+
+import pytest
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu
+from trlstack.plan import make_plan
+from trlstack.plan.env_check import check_env
+
+
+def machine(n):
+    return [Gpu(i) for i in range(n)]
+
+
+EIGHT = {
+    "SERVE_GPUS": "0,1,2,3",
+    "TRAIN_GPUS": "4,5,6,7",
+    "TENSOR_PARALLEL_SIZE": "1",
+    "DATA_PARALLEL_SIZE": "4",
+}
+EIGHT |= {"NUM_PROCESSES": "4", "VLLM_PORT": "8000", "VLLM_GROUP_PORT": "51216"}
+
+
+def test_a_plan_written_by_plan_passes_its_check():
+    for n in (2, 4, 8, 64):
+        assert "are disjoint" in check_env(make_plan(machine(n)).env())
+    assert check_env({"SERVE_GPUS": "3", "TRAIN_GPUS": "0,1"}) == (
+        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU, training on 2"
+    )
+    for n in (1, 2, 8):
+        assert "share their GPUs" in check_env(make_plan(machine(n), share_gpus=True).env())
+    for yes in ("1", "true", "Yes", "on "):  # the spellings compose and shells write
+        shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": yes}
+        assert (
+            check_env(shared)
+            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU, training on 1"
+        )
+
+
+BAD_ENV = [
+    ({"SERVE_GPUS": "4", "SHARE_GPUS": "0"}, "share them on purpose with SHARE_GPUS=1"),
+    ({"SERVE_GPUS": "4", "SHARE_GPUS": "off"}, "need disjoint GPUs"),
+    ({"SHARE_GPUS": "1"}, "SHARE_GPUS=1 runs the server and the trainer on the same GPUs, but SERVE_GPUS="),
+    ({"SHARE_GPUS": "maybe"}, "SHARE_GPUS='maybe' in .env is not 1 or 0"),
+    ({"GPU_MEMORY_UTILIZATION": "1.2"}, "GPU_MEMORY_UTILIZATION='1.2' in .env is not a fraction"),
+    ({"GPU_MEMORY_UTILIZATION": "lots"}, "GPU_MEMORY_UTILIZATION='lots' in .env is not a fraction"),
+    (
+        {"SERVE_GPUS": "0-3"},
+        "SERVE_GPUS='0-3' in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES and "
+        "Docker's device_ids, which take GPU indices separated by commas; write SERVE_GPUS=0,1,2,3",
+    ),
+    ({"TRAIN_GPUS": "4-7"}, "write TRAIN_GPUS=4,5,6,7"),
+    ({"TRAIN_GPUS": " 4, 5"}, "write TRAIN_GPUS=4,5"),
+    ({"SERVE_GPUS": "0;1"}, "SERVE_GPUS='0;1' in .env is not a list of GPU indices"),
+    ({"SERVE_GPUS": "GPU-8a1b"}, "SERVE_GPUS='GPU-8a1b' in .env is not a list of GPU indices"),
+    ({"SERVE_GPUS": ""}, "SERVE_GPUS is not set; write .env with `trlstack plan --format env -o .env`"),
+    ({"TRAIN_GPUS": None}, "TRAIN_GPUS is not set"),
+    ({"SERVE_GPUS": "0,0"}, "SERVE_GPUS '0,0' names GPU 0 twice"),
+    ({"SERVE_GPUS": "0,1,2,3,4"}, "GPU 4 is in both SERVE_GPUS=0,1,2,3,4 and TRAIN_GPUS=4,5,6,7"),
+    ({"TRAIN_GPUS": "0,1,2,3"}, "GPU 0-3 is in both SERVE_GPUS=0,1,2,3 and TRAIN_GPUS=0,1,2,3"),
+    ({"SERVE_GPUS": "5000"}, "beyond any machine"),
+    ({"TENSOR_PARALLEL_SIZE": "0"}, "TENSOR_PARALLEL_SIZE='0' in .env is not a positive whole number"),
+    ({"NUM_PROCESSES": "-1"}, "NUM_PROCESSES='-1' in .env is not a positive whole number"),
+    ({"DATA_PARALLEL_SIZE": "many"}, "DATA_PARALLEL_SIZE='many' in .env is not a positive whole number"),
+    (
+        {"TENSOR_PARALLEL_SIZE": "2"},
+        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 has 4",
+    ),
+    ({"TENSOR_PARALLEL_SIZE": "8", "DATA_PARALLEL_SIZE": ""}, "TENSOR_PARALLEL_SIZE=8 needs 8 GPUs, but"),
+    ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
+    ({"VLLM_PORT": "80000"}, "VLLM_PORT='80000' in .env is not a TCP port (1-65535)"),
+    ({"VLLM_GROUP_PORT": "8000"}, "VLLM_PORT and VLLM_GROUP_PORT are both 8000"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_ENV, ids=[str(case[0]) for case in BAD_ENV])
+def test_a_hand_written_plan_is_refused_naming_the_variable_as_written(change, message):
+    values = {key: value for key, value in {**EIGHT, **change}.items() if value is not None}
+    with pytest.raises(UsageError) as error:
+        check_env(values)
+    assert message in str(error.value)

@@ -1,0 +1,105 @@
+"""trlstack.plan.render: the plan as .env lines, JSON and a table; an existing .env merged, the user's lines
+kept."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu
+from trlstack.plan import ENV_KEYS, make_plan
+from trlstack.plan.render import merge_env, render, render_env, render_json, render_table
+
+
+def machine(n):
+    return [Gpu(i) for i in range(n)]
+
+
+def h200s(n):
+    return [Gpu(i, f"GPU-{i:04d}-h200", "NVIDIA H200", (9, 0), "580.95.05") for i in range(n)]
+
+
+def test_env_rendering_has_a_comment_header_then_the_keys():
+    text = render_env(make_plan(machine(4)))
+    lines = text.splitlines()
+    assert lines[0].startswith("# GPU plan written by `trlstack plan`: vLLM serves on GPUs 0,1 ")
+    assert lines[1:] == [
+        "SERVE_GPUS=0,1",
+        "TRAIN_GPUS=2,3",
+        "TENSOR_PARALLEL_SIZE=1",
+        "DATA_PARALLEL_SIZE=2",
+        "NUM_PROCESSES=2",
+        "VLLM_PORT=8000",
+        "VLLM_GROUP_PORT=51216",
+        "SHARE_GPUS=0",
+        "GPU_MEMORY_UTILIZATION=0.9",
+    ]
+    assert text.endswith("\n")
+
+
+def test_json_rendering_holds_sizes_env_and_each_gpus_role():
+    document = json.loads(render_json(make_plan(h200s(4), tensor_parallel_size=2)))
+    assert document["serve_gpus"] == [0, 1] and document["train_gpus"] == [2, 3]
+    assert (document["tensor_parallel_size"], document["data_parallel_size"], document["num_processes"]) == (
+        2,
+        1,
+        2,
+    )
+    assert (document["vllm_port"], document["vllm_group_port"]) == (8000, 51216)
+    assert list(document["env"]) == list(ENV_KEYS)
+    assert document["gpus"][3] == {
+        "index": 3,
+        "role": "train",
+        "uuid": "GPU-0003-h200",
+        "name": "NVIDIA H200",
+        "compute_capability": "9.0",
+    }
+
+
+def test_table_shows_both_roles_and_uuids_when_known():
+    table = render_table(make_plan(h200s(2)))
+    assert "serve  0" in table and "train  1" in table
+    assert "GPU-0000-h200" in table and "GPU-0001-h200" in table
+    assert "tensor-parallel 1 x data-parallel 1" in table and "1 process " in table
+
+
+def test_table_leaves_out_the_gpu_list_when_nothing_is_known_of_them():
+    table = render_table(make_plan(machine(8)))
+    assert len(table.splitlines()) == 5 and "UUID" not in table
+    assert table.splitlines()[-1] == (
+        "layout: disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+    )
+
+
+def test_render_refuses_an_unknown_format():
+    with pytest.raises(UsageError, match="unknown plan format 'yaml'; choose one of table, env, json"):
+        render(make_plan(machine(2)), "yaml")
+
+
+def test_merge_env_replaces_the_plan_and_keeps_the_users_lines():
+    plan = make_plan(machine(8))
+    old = render_env(make_plan(machine(2)))
+    existing = f"# my settings\nHF_TOKEN=secret\n{old}MODEL=Qwen/Qwen2.5-1.5B-Instruct\n"
+    merged = merge_env(existing, plan)
+    assert merged.startswith("# my settings\nHF_TOKEN=secret\nMODEL=Qwen/Qwen2.5-1.5B-Instruct\n\n")
+    assert merged.endswith(render_env(plan))
+    assert merged.count("SERVE_GPUS=") == 1
+    assert merge_env(merged, plan) == merged
+
+
+def test_merge_env_reads_the_file_as_compose_does():
+    plan = make_plan(machine(2))
+    existing = (
+        "export SERVE_GPUS=5\n"  # the shell form compose also reads
+        'NOTE="two\nlines SERVE_GPUS=9"\n'  # a quoted value over two lines is one entry
+        "TRAIN_GPUS = 6\n"
+        "  # indented comment\n"
+    )
+    merged = merge_env(existing, plan)
+    assert merged == 'NOTE="two\nlines SERVE_GPUS=9"\n  # indented comment\n\n' + render_env(plan)
+
+
+def test_merge_env_into_an_empty_file_is_the_rendering():
+    plan = make_plan(machine(2))
+    assert merge_env("", plan) == render_env(plan)
