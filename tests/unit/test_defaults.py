@@ -13,7 +13,7 @@ from trlstack import __version__
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, IMAGE, Env
 from trlstack.options import variables
 from trlstack.roles.serve import ServeSettings
-from trlstack.roles.train import TrainSettings
+from trlstack.roles.train.settings import TrainSettings
 from trlstack.stack import pinned_stack
 
 REPO = Path(__file__).resolve().parents[2]

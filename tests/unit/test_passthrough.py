@@ -22,7 +22,8 @@ from trlstack.passthrough import (
     table_from_installed,
 )
 from trlstack.recipes import RECIPES
-from trlstack.roles import serve, train
+from trlstack.roles import serve
+from trlstack.roles.train import checks as train_checks
 
 HAS_STACK = all(importlib.util.find_spec(name) is not None for name in ("vllm", "trl"))
 needs_stack = pytest.mark.skipif(not HAS_STACK, reason="vLLM and TRL are not installed (light install)")
@@ -96,7 +97,7 @@ def test_options_the_roles_do_not_set_pass():
     extra = ["--enforce-eager", "--max-num-seqs=8", "-O3", "--seed", "-1", "--kv-cache-dtype", "fp8"]
     check_passthrough(extra, receiver(VLLM), serve.TAKEN, "serve-vllm")
     extra = ["--learning_rate", "1e-6", "--max-steps=5", "--seed", "-1", "--no_gradient_checkpointing"]
-    check_passthrough(extra, receiver("grpo"), train.TAKEN, "train")
+    check_passthrough(extra, receiver("grpo"), train_checks.TAKEN, "train")
 
 
 def _spellings(option: str, vllm: bool) -> st.SearchStrategy[str]:
@@ -123,15 +124,15 @@ def test_every_spelling_of_an_imposed_vllm_setting_is_refused(data):
 @given(data=st.data())
 def test_every_spelling_of_an_imposed_trl_setting_is_refused(data):
     recipe = data.draw(st.sampled_from(sorted(RECIPES)))
-    option = data.draw(st.sampled_from(_taken_options(recipe, train.TAKEN)))
+    option = data.draw(st.sampled_from(_taken_options(recipe, train_checks.TAKEN)))
     word = data.draw(_spellings(option, vllm=False))
     with pytest.raises(UsageError, match="would override train's setting"):
-        check_passthrough(["--seed", "1", word, "1"], receiver(recipe), train.TAKEN, "train")
+        check_passthrough(["--seed", "1", word, "1"], receiver(recipe), train_checks.TAKEN, "train")
 
 
 @given(prefix_length=st.integers(min_value=3, max_value=40))
 def test_any_abbreviation_of_an_imposed_setting_is_refused(prefix_length):
-    for key, taken, role in [(VLLM, serve.TAKEN, "serve-vllm"), ("grpo", train.TAKEN, "train")]:
+    for key, taken, role in [(VLLM, serve.TAKEN, "serve-vllm"), ("grpo", train_checks.TAKEN, "train")]:
         for option in _taken_options(key, taken):
             if option.startswith("--") and prefix_length < len(option):
                 with pytest.raises(UsageError, match=f"would override {role}'s setting"):

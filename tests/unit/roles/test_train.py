@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 import yaml
+from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.recipes import RECIPES
 from trlstack.roles import train
-from trlstack.roles.train import TrainSettings, build_launch, check_overlap
+from trlstack.roles.command_line import parse_role
+from trlstack.roles.train.checks import check_overlap
+from trlstack.roles.train.launch import build_launch
+from trlstack.roles.train.settings import ROLE, TrainSettings
 
 GRPO = yaml.safe_load(RECIPES["grpo"].bundled_config.read_text())
 
@@ -173,9 +177,7 @@ def test_machine_settings_come_from_flags_or_the_environment():
         "TRLSTACK_MACHINE_RANK": "3",
         "TRLSTACK_MAIN_PROCESS_IP": "10.1.0.1",
     }
-    settings, _ = train.parse_role(
-        train.ROLE, TrainSettings, ["grpo", "--main-process-port", "29600"], environ
-    )
+    settings, _ = parse_role(ROLE, TrainSettings, ["grpo", "--main-process-port", "29600"], environ)
     assert (settings.num_machines, settings.machine_rank) == (4, 3)
     assert (settings.main_process_ip, settings.main_process_port) == ("10.1.0.1", 29600)
 
@@ -252,18 +254,14 @@ def test_a_mig_device_of_a_serving_gpu_overlaps_it():
     machine = gpus(4)
     mig = Gpu(1, "MIG-9d0b3c1e", "A100 MIG 3g.40gb", (8, 0), parent=machine[1].uuid)
     check_overlap([mig], [0], machine)
-    with pytest.raises(
-        train.UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"
-    ):
+    with pytest.raises(UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"):
         check_overlap([mig], [1], machine)
 
 
 def test_overlap_is_judged_by_uuid():
     machine = gpus(4)
     check_overlap(machine[2:], [0, 1], machine)
-    with pytest.raises(
-        train.UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"
-    ):
+    with pytest.raises(UsageError, match=r"GPU 1 \(GPU-0001\), which --serve-gpus gives the vLLM server"):
         check_overlap(machine[1:], [0, 1], machine)
 
 

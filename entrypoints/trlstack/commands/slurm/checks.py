@@ -15,13 +15,15 @@ from trlstack.commands.slurm.layout import Layout, make_layout
 from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings
 from trlstack.errors import UsageError
 from trlstack.passthrough import VLLM, check_passthrough, receiver
-from trlstack.roles import serve, train
+from trlstack.roles import serve
+from trlstack.roles.train import checks as train_checks
+from trlstack.roles.train.checks import resolve_recipe
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
-# What the roles set themselves (train.TAKEN, serve.TAKEN: the same keys), with what to do instead here.
+# What the roles set themselves (train_checks.TAKEN, serve.TAKEN: the same keys), with what to do here.
 TRAIN_TAKEN = {
-    **train.TAKEN,
+    **train_checks.TAKEN,
     "config": "use --config (before `--`)",
     "vllm_mode": "use --serve-nodes 0 for vLLM inside every trainer",
     "vllm_server_base_url": "the script points every trainer at the server node",
@@ -58,7 +60,7 @@ class Job:
 
 def check(settings: SlurmSettings) -> Job:
     """The checked job; UsageError naming the fix for a request that cannot run."""
-    recipe = train.resolve_recipe(settings.recipe)
+    recipe = resolve_recipe(settings.recipe)
     if settings.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
     layout = make_layout(settings)

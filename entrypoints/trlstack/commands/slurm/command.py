@@ -29,9 +29,12 @@ from trlstack.commands.slurm.settings import (
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.options import add_settings, settings_from
-from trlstack.roles import train
 from trlstack.roles.command_line import split_extra
 from trlstack.roles.serve import ServeSettings
+from trlstack.roles.train.checks import check_resume_choice, resolve_recipe
+from trlstack.roles.train.launch import run_config
+from trlstack.roles.train.preflight import previous_run_to_move
+from trlstack.roles.train.settings import TrainSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,12 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_settings(parser.add_argument_group("the job"), SlurmSettings, environ, only=JOB)
     add_settings(parser.add_argument_group("the image"), SlurmSettings, environ, only=IMAGE)
     run_group = parser.add_argument_group("the run (as train and serve-vllm take them)")
-    add_settings(run_group, train.TrainSettings, environ, only=RUN_SETTINGS)
+    add_settings(run_group, TrainSettings, environ, only=RUN_SETTINGS)
     add_settings(run_group, SlurmSettings, environ, only=("tensor_parallel_size", "num_heads"))
     add_settings(run_group, ServeSettings, environ, only=SERVER_SETTINGS)
     add_settings(run_group, SlurmSettings, environ, only=("vllm_args",))
     # As train decides on start, but once, here: checked on the submit host, which sees the shared folder.
-    add_settings(run_group, train.TrainSettings, environ, only=DECIDED_ONCE)
+    add_settings(run_group, TrainSettings, environ, only=DECIDED_ONCE)
     network = parser.add_argument_group("network")
     add_settings(network, SlurmSettings, environ, only=NETWORK)
     add_settings(network, JobPorts, environ)
@@ -85,11 +88,11 @@ def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, dict[str, An
     check it; the model both roles get is the config's when not given."""
     from trlstack import trainconfig
 
-    recipe = train.resolve_recipe(args.recipe)
-    wanted = settings_from(train.TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
-    train.check_resume_choice(wanted)
+    recipe = resolve_recipe(args.recipe)
+    wanted = settings_from(TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
+    check_resume_choice(wanted)
     source = Path(wanted.config) if wanted.config else recipe.bundled_config
-    config = train.run_config(wanted, trainconfig.load_config(source), recipe, str(source))
+    config = run_config(wanted, trainconfig.load_config(source), recipe, str(source))
     given = settings_from(
         SlurmSettings,
         args,
@@ -123,8 +126,8 @@ def run(args: argparse.Namespace) -> int:
     # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
     # moves it aside here, once (never deleted), --resume lets the trainers continue it.
     run_dir = Path(settings.run_dir)
-    recipe = train.resolve_recipe(settings.recipe)
-    aside = train.previous_run_to_move(settings.train, run_dir, recipe, config, say)
+    recipe = resolve_recipe(settings.recipe)
+    aside = previous_run_to_move(settings.train, run_dir, recipe, config, say)
     if aside is not None:
         outputs.move_aside(run_dir, aside)
         say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")

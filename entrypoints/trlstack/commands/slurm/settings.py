@@ -13,7 +13,7 @@ from trlstack.plan import TENSOR_PARALLEL
 from trlstack.ports import Ports, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.roles.serve import ServeSettings
-from trlstack.roles.train import TrainSettings
+from trlstack.roles.train.settings import TrainSettings
 
 RUNTIMES = ("apptainer", "pyxis", "none")
 DEFAULT_STOP_GRACE = 300

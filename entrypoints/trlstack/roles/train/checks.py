@@ -1,0 +1,116 @@
+"""train's checks of its settings before anything starts: the recipe, contradictions between settings,
+several machines, and the server's GPUs against the trainer's."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Sequence
+
+from trlstack import addresses
+from trlstack.defaults import DEFAULT_GROUP_PORT, Env
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu, describe_indices
+from trlstack.passthrough import check_passthrough, receiver
+from trlstack.recipes import RECIPES, Recipe
+from trlstack.roles.train.settings import TrainSettings
+
+
+def resolve_recipe(name: str | None) -> Recipe:
+    choices = ", ".join(RECIPES)
+    if not name:
+        raise UsageError(f"name a recipe: train RECIPE, one of {choices} (or set {Env.RECIPE}).")
+    if name not in RECIPES:
+        raise UsageError(f"unknown recipe {name!r}; choose one of {choices}.")
+    return RECIPES[name]
+
+
+# TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
+# override it unseen.
+TAKEN = {
+    "config": "use --config (before `--`)",
+    "output_dir": "use --output-dir (checkpoints are looked for there)",
+    "use_vllm": "use --cpu for a run without vLLM",
+    "vllm_mode": "use --vllm-mode",
+    "vllm_server_base_url": "use --vllm-url",
+    "vllm_group_port": "use --vllm-group-port",
+    "bf16": "use bf16/fp16 in the config file",
+    "fp16": "use bf16/fp16 in the config file",
+    "enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
+}
+
+
+def check_resume_choice(settings: TrainSettings) -> None:
+    if settings.resume and settings.fresh:
+        raise UsageError(
+            f"--resume continues the other run in the output folder, --fresh moves it aside ({Env.RESUME}, "
+            f"{Env.FRESH}); choose one."
+        )
+
+
+def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
+    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
+    check_resume_choice(settings)
+    if settings.share_gpus and settings.mode != "server":
+        raise UsageError(
+            f"--share-gpus ({Env.SHARE_GPUS}) runs the trainer beside a vLLM server on the same GPUs, but "
+            f"this is a {settings.mode} run, which starts no server; drop one of the two."
+        )
+    if settings.cpu and settings.vllm_mode is not None:
+        raise UsageError(
+            f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
+            "for it; drop one of the two."
+        )
+    if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
+        raise UsageError(
+            f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
+            f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
+        )
+    check_machines(settings)
+
+
+def check_machines(settings: TrainSettings) -> None:
+    """Several machines need each one's rank below their count and the rank-0 machine's address, one the
+    others can dial: neither loopback nor the any-address, in any spelling."""
+    if settings.machine_rank >= settings.num_machines:
+        raise UsageError(
+            f"--machine-rank {settings.machine_rank} ({Env.MACHINE_RANK}) is not below --num-machines "
+            f"{settings.num_machines} ({Env.NUM_MACHINES}); ranks count from 0 to "
+            f"{settings.num_machines - 1}."
+        )
+    if settings.num_machines == 1:
+        return
+    flag = f"--main-process-ip ({Env.MAIN_PROCESS_IP})"
+    address = settings.main_process_ip
+    if not address:
+        raise UsageError(
+            f"--num-machines {settings.num_machines} needs {flag}: the address of the machine with rank 0, "
+            "which every other machine connects to."
+        )
+    if addresses.is_loopback(address) or addresses.is_any_address(address):
+        raise UsageError(
+            f"{flag} is {address}, which every machine reads as itself, so the machines would never meet; "
+            "give the rank-0 machine's address on the network the machines share."
+        )
+
+
+def check_overlap(train: Sequence[Gpu], serve_indices: Sequence[int], machine: Sequence[Gpu]) -> None:
+    """UsageError when a training GPU is one of the server's GPUs (compared by UUID)."""
+    by_index = {gpu.index: gpu for gpu in machine}
+    absent = [index for index in serve_indices if index not in by_index]
+    if absent:
+        raise UsageError(
+            f"--serve-gpus names GPU {describe_indices(absent)}, but this machine shows GPUs "
+            f"{describe_indices(list(by_index))}. Give the server's indices as the host numbers them "
+            "(nvidia-smi), or leave --serve-gpus unset where this container sees only its own GPUs."
+        )
+    serving = {by_index[index].uuid: index for index in serve_indices if by_index[index].uuid}
+    # A MIG device overlaps the GPU it is a slice of.
+    shared = [uuid for uuid in (gpu.physical_uuid for gpu in train) if uuid in serving]
+    if shared:
+        names = ", ".join(f"GPU {serving[uuid]} ({uuid})" for uuid in shared)
+        raise UsageError(
+            f"the trainer would use {names}, which --serve-gpus gives the vLLM server. Give the two "
+            "disjoint GPU sets through CUDA_VISIBLE_DEVICES (`trlstack plan` prints a split), on one "
+            f"GPU use --vllm-mode colocate, or share the GPUs on purpose with --share-gpus "
+            f"({Env.SHARE_GPUS}=1)."
+        )

@@ -1,0 +1,235 @@
+"""The launch decision, pure: settings + config + GPUs -> the accelerate command and the merged config."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trlstack import addresses, policy
+from trlstack.command import Command
+from trlstack.defaults import VLLM_ENV, Env
+from trlstack.errors import UsageError
+from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
+from trlstack.recipes import RUNNER, Recipe
+from trlstack.roles.train.checks import check_contradictions, resolve_recipe
+from trlstack.roles.train.settings import TrainSettings
+
+# --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
+SMOKE: dict[str, Any] = {
+    "use_vllm": False,
+    "use_cpu": True,
+    "bf16": False,
+    "fp16": False,
+    "max_steps": 2,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "gradient_checkpointing": False,
+    "warmup_steps": 0,
+    "logging_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 1,
+    "report_to": "none",
+    "dataloader_num_workers": 0,
+}
+SMOKE_BY_RECIPE: dict[str, dict[str, Any]] = {
+    "grpo": {"num_generations": 2, "max_completion_length": 16, "log_completions": False},
+    "rloo": {"num_generations": 2, "max_completion_length": 16, "log_completions": False},
+    "online-dpo": {"max_new_tokens": 16, "max_length": 128},
+}
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What main() carries out: the command, the merged config and where it goes, and the notes to log."""
+
+    command: Command
+    config: dict[str, Any]
+    config_path: Path
+    notes: list[str]
+
+
+def _model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    value = config.get("model_init_kwargs")
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, dict):
+        raise UsageError(f"{source}: model_init_kwargs must be a mapping, e.g. {{dtype: bfloat16}}.")
+    return dict(value)
+
+
+def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
+    """One process per visible GPU unless told fewer."""
+    if not gpus:
+        raise UsageError(
+            "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
+            "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
+        )
+    processes = settings.num_processes or len(gpus)
+    if processes > len(gpus):
+        raise UsageError(
+            f"--num-processes {processes} needs a GPU each, but {len(gpus)} are visible; lower it or "
+            "make more GPUs visible with CUDA_VISIBLE_DEVICES."
+        )
+    return processes
+
+
+def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
+    """The config keys that point the trainer at its generator."""
+    keys: dict[str, Any] = {"use_vllm": True, "vllm_mode": settings.mode}
+    if settings.mode == "server":
+        keys.update(vllm_server_base_url=settings.vllm_url, vllm_group_port=settings.vllm_group_port)
+    return keys
+
+
+def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int = 1) -> list[str]:
+    """`accelerate launch` and every option it would otherwise guess or read from its own config file;
+    `processes` on each of `machines` (accelerate counts them over all machines).
+
+    accelerate's --cpu runs one process; more, on one machine or several, go through torch elastic
+    (--multi_gpu), whatever the device: the config's use_cpu then makes them one gloo process group on the
+    CPU.
+    """
+    total = processes * machines
+    argv = ["accelerate", "launch", *(["--cpu"] if cpu and total == 1 else [])]
+    argv += ["--num_processes", str(total)]
+    if total > 1:
+        argv.append("--multi_gpu")
+    mixed = precision if precision in ("bf16", "fp16") else "no"
+    return [*argv, "--num_machines", str(machines), "--mixed_precision", mixed, "--dynamo_backend", "no"]
+
+
+def machine_options(settings: TrainSettings) -> list[str]:
+    """accelerate's options that place this machine among several (none on one machine, where torch keeps its
+    own port). The static rendezvous gives each machine the rank it is told, so the rank-0 machine, which
+    hosts the rendezvous, is the one at --main-process-ip."""
+    if settings.num_machines == 1:
+        return []
+    return [
+        "--machine_rank",
+        str(settings.machine_rank),
+        "--main_process_ip",
+        str(settings.main_process_ip),
+        "--main_process_port",
+        str(settings.main_process_port),
+        "--rdzv_backend",
+        "static",
+    ]
+
+
+def run_config(
+    settings: TrainSettings, user_config: Mapping[str, Any], recipe: Recipe, source: str
+) -> dict[str, Any]:
+    """The config that says what the run is: the user's, checked against the recipe, with --model, --dataset
+    and --reward-model applied, and the smoke run's keys with --cpu (not yet train's choices for the machine);
+    UsageError naming unknown keys and what is missing."""
+    from trlstack import trainconfig  # YAML: not imported for --help
+
+    trainconfig.check_keys(user_config, recipe, source)
+    config = dict(user_config)
+    overrides = {
+        "model_name_or_path": settings.model,
+        "dataset_name": settings.dataset,
+        recipe.reward_model_key: settings.reward_model,
+    }
+    config.update({key: value for key, value in overrides.items() if value})
+    if settings.dataset:
+        config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
+    trainconfig.check_required(config, recipe, source)
+    if settings.cpu:
+        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
+    return config
+
+
+def build_launch(
+    settings: TrainSettings,
+    user_config: Mapping[str, Any],
+    source: str,
+    gpus: Sequence[Gpu],
+    checkpoint: Path | None = None,
+    unavailable: Callable[[str], str | None] = lambda implementation: None,
+    route: Callable[[str, int], str] = addresses.local_address_toward,
+    is_local: Callable[[str], bool] = addresses.is_local_address,
+) -> Launch:
+    """The accelerate command and the merged config for a run; UsageError naming the fix for bad input.
+
+    `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and check the trainer's
+    address for a server on another host (addresses.trainer_host_ip)."""
+    from trlstack import trainconfig  # YAML: not imported for --help
+
+    recipe = resolve_recipe(settings.recipe)
+    check_contradictions(settings, recipe)
+    config = run_config(settings, user_config, recipe, source)
+    config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
+
+    env: dict[str, str] = {}
+    notes: list[str] = []
+    if settings.cpu:
+        processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
+        attention: tuple[str, list[str]] = ("sdpa", [])
+    else:
+        if settings.mode == "server":
+            # Where the server's workers reach this trainer for the weight-transfer rendezvous.
+            host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, route, is_local)
+            env[Env.VLLM_HOST_IP] = host_ip
+            notes.append(f"{Env.VLLM_HOST_IP}={host_ip} ({why})")
+            if settings.share_gpus:
+                env.update(nccl_host_id("train"))
+                notes.append(
+                    f"sharing the GPUs with the server: {Env.NCCL_HOSTID}={env[Env.NCCL_HOSTID]}, the weight "
+                    "push goes over NCCL sockets"
+                )
+        processes = training_processes(settings, gpus)
+        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
+        config.update(vllm_settings(settings))
+        if settings.mode == "colocate":
+            env.update(VLLM_ENV)  # vLLM runs inside the trainer
+        if "bf16" in user_config or "fp16" in user_config:
+            precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
+            why = f"set in {source}"
+        else:
+            precision, why = policy.precision(gpus)
+            config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
+        attention = policy.choose_attention(gpus, unavailable)
+    notes.append(f"precision {precision} ({why})")
+    if settings.num_machines > 1:
+        where = f"{settings.main_process_ip}:{settings.main_process_port}"
+        notes.append(f"machine rank {settings.machine_rank} of {settings.num_machines}, meeting at {where}")
+
+    init_kwargs = _model_init_kwargs(config, source)
+    if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
+        notes.append(f"attention as set in {source}")
+    else:
+        implementation, skipped = attention
+        notes += [f"attention: {note}" for note in skipped] + [f"attention {implementation}"]
+        config["model_init_kwargs"] = {**init_kwargs, "attn_implementation": implementation}
+
+    if config.pop("enable_jit_checkpoint", False):
+        notes.append(f"enable_jit_checkpoint in {source} left off: train saves a checkpoint when stopped")
+
+    if checkpoint is not None and not user_config.get("resume_from_checkpoint"):
+        config["resume_from_checkpoint"] = str(checkpoint)
+        notes.append(f"resuming from {checkpoint}")
+
+    if recipe.name == "online-dpo":
+        env[Env.TRL_EXPERIMENTAL_SILENCE] = (
+            "1"  # its trainer lives in trl.experimental; we chose it knowingly
+        )
+    path = trainconfig.merged_path(config["output_dir"], recipe)
+    argv = [
+        *accelerate_launch(processes, precision, settings.cpu, settings.num_machines),
+        *machine_options(settings),
+        "-m",
+        RUNNER,  # runs recipe.module so that a stop signal ends it with a checkpoint
+        recipe.module,
+        "--config",
+        str(path),
+    ]
+    return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)

@@ -1,0 +1,106 @@
+"""`train`'s command line and its side effects, in order (the package's docstring says which)."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from trlstack import outputs, policy, stopping
+from trlstack.checkpoints import newest_checkpoint
+from trlstack.command import require_program
+from trlstack.errors import run_main
+from trlstack.files import write_atomically
+from trlstack.gpus import Gpu
+from trlstack.roles.command_line import parse_role
+from trlstack.roles.train.checks import check_overlap, resolve_recipe
+from trlstack.roles.train.launch import Launch, build_launch
+from trlstack.roles.train.preflight import check_served_model, previous_run_to_move, say
+from trlstack.roles.train.settings import ROLE, TrainSettings
+
+BANNER = """\
+=====================================================================================
+  SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, {steps} tiny steps.
+  It checks that model, data, rewards and checkpoints work end to end;
+  it does not train a useful model. Drop --cpu on a GPU machine for the real run.
+====================================================================================="""
+
+
+def smoke_steps(launch: Launch) -> str:
+    """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
+    argv = launch.command.argv
+    for at, word in enumerate(argv):
+        if word == "--max_steps" and at + 1 < len(argv):
+            return argv[at + 1]
+        if word.startswith("--max_steps="):
+            return word.split("=", 1)[1]
+    return str(launch.config["max_steps"])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    def body() -> int:
+        from trlstack import gpus as gpu_probe
+        from trlstack import health, trainconfig
+
+        environ = os.environ
+        settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
+        recipe = resolve_recipe(settings.recipe)
+        config_path = Path(settings.config) if settings.config else recipe.bundled_config
+        user_config = trainconfig.load_config(config_path)
+
+        if settings.cpu:
+            visible: list[Gpu] = []
+        elif args.gpus is not None:
+            visible = [Gpu(index) for index in range(args.gpus)]
+        else:
+            visible = gpu_probe.visible_gpus(environ)
+            sharing = settings.share_gpus and settings.mode == "server"
+            if visible and settings.serve_gpus and settings.mode == "server" and not sharing:
+                check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
+
+        output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
+        if not args.print_command:
+            outputs.check_writable(output_dir)
+        checkpoint, incomplete = newest_checkpoint(output_dir)
+        launch = build_launch(
+            settings, user_config, str(config_path), visible, checkpoint, policy.hub_kernel_unavailable
+        )
+        aside = previous_run_to_move(settings, output_dir, recipe, launch.config)
+        if aside is not None:  # this run starts anew
+            incomplete = []
+            launch = build_launch(
+                settings, user_config, str(config_path), visible, None, policy.hub_kernel_unavailable
+            )
+        for path in incomplete:
+            say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
+        if settings.cpu:
+            print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
+        for note in launch.notes:
+            say(note)
+
+        if args.print_command:
+            print(launch.command.shell())
+            print(f"# {launch.config_path} (written when train runs):")
+            print(
+                "\n".join(
+                    f"#   {line}" for line in trainconfig.render(launch.config, str(config_path)).splitlines()
+                )
+            )
+            return 0
+        require_program(launch.command)
+        if settings.mode == "server":
+            health.wait_for_health(settings.vllm_url, settings.health_timeout)
+            served = health.served_model(health.check_weight_transfer(settings.vllm_url))
+            say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
+            if served:
+                check_served_model(settings, served, launch.config["model_name_or_path"], environ)
+        if aside is not None:
+            outputs.move_aside(output_dir, aside)
+            say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
+        launch.config_path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
+        say(f"wrote {launch.config_path}")
+        return stopping.run(launch.command, environ)
+
+    return run_main("train", body)

@@ -1,0 +1,117 @@
+"""train's settings: each field is a flag (`--output-dir`) and a variable (TRLSTACK_OUTPUT_DIR), the
+recipe named first."""
+
+from __future__ import annotations
+
+import argparse
+import urllib.parse
+from dataclasses import dataclass, field
+
+from trlstack.defaults import DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, Env
+from trlstack.gpus import gpu_spec
+from trlstack.option_types import one_of, positive_int, rank_number, wait_seconds
+from trlstack.options import setting, switch
+from trlstack.ports import group_port_setting, main_process_port_setting
+from trlstack.recipes import RECIPES
+from trlstack.roles.command_line import Role
+
+ROLE = Role(
+    "train",
+    "Train with a TRL recipe through `accelerate launch`, generating with the vLLM server. Arguments after "
+    "`--` go to the TRL script (they override the config).",
+    prints="the command and merged config",
+    chooses="the training GPUs",
+)
+VLLM_MODES = ("server", "colocate")
+
+
+def checked_url(raw: str) -> str:
+    """argparse type: an http(s)://HOST:PORT URL, without a trailing slash."""
+    parts = urllib.parse.urlsplit(raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s)://HOST:PORT URL")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port out of range
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} has an invalid port") from None
+    return raw.rstrip("/")
+
+
+def checked_host(raw: str) -> str:
+    """argparse type: an IP address or host name."""
+    if not raw or "/" in raw or " " in raw:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an IP address or host name")
+    return raw
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """train's settings: each field is a flag (`--output-dir`) and a variable (TRLSTACK_OUTPUT_DIR)."""
+
+    recipe: str | None = setting(Env.RECIPE, f"one of {', '.join(RECIPES)}", positional=True)
+    config: str | None = setting(Env.CONFIG, "YAML config in TRL's format (default: the recipe's own)")
+    model: str | None = setting(Env.MODEL, "model to train; overrides model_name_or_path")
+    dataset: str | None = setting(Env.DATASET, "dataset (Hub id or local path); overrides dataset_name")
+    reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
+    vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url)
+    vllm_group_port: int = group_port_setting()
+    host_ip: str | None = setting(
+        Env.VLLM_HOST_IP,
+        "this trainer's address as the server reaches it (NCCL rendezvous; default: 127.0.0.1 for a server "
+        "on this machine, else the address this machine reaches the server from)",
+        type=checked_host,
+    )
+    num_processes: int | None = setting(
+        Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
+    )
+    serve_gpus: tuple[int, ...] | None = setting(
+        Env.SERVE_GPUS,
+        "the server's GPU indices on the host, e.g. 0-3, to refuse training on them (needs all GPUs visible)",
+        type=gpu_spec,
+    )
+    share_gpus: bool = switch(
+        Env.SHARE_GPUS,
+        "the server runs on these GPUs too (a plan with SHARE_GPUS=1): train although --serve-gpus overlaps, "
+        "and name this role a host of its own to NCCL, which refuses two ranks on one GPU of one host",
+    )
+    output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
+    resume: bool = switch(
+        Env.RESUME,
+        "where the output folder holds another run (other model, data, reward...): continue it anyway",
+    )
+    fresh: bool = switch(
+        Env.FRESH,
+        "where the output folder holds another run: move it aside to OUTPUT_DIR.DATE-TIME and start anew",
+    )
+    health_timeout: float = setting(
+        Env.HEALTH_TIMEOUT,
+        "seconds to wait for the server's /health",
+        DEFAULT_HEALTH_TIMEOUT_S,
+        wait_seconds,
+    )
+    vllm_mode: str | None = setting(  # None means the default, server
+        Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
+    )
+    cpu: bool = switch(Env.CPU, "smoke run on the CPU: no vLLM, tiny steps")
+    allow_other_served_model: bool = switch(
+        Env.ALLOW_OTHER_SERVED_MODEL,
+        "train although the server serves a model not recognised as this one (by name, Hub repo or "
+        "config.json), e.g. a copy this machine cannot read; another model fails at the first weight sync",
+    )
+    # Several machines: one train on each, placed by its rank (`trlstack slurm` sets these).
+    num_machines: int = setting(
+        Env.NUM_MACHINES, "training machines in all, one train on each", 1, positive_int
+    )
+    machine_rank: int = setting(Env.MACHINE_RANK, "this machine's rank among them, from 0", 0, rank_number)
+    main_process_ip: str | None = setting(
+        Env.MAIN_PROCESS_IP,
+        "with --num-machines: the rank-0 machine's address, where the machines meet",
+        type=checked_host,
+    )
+    main_process_port: int = main_process_port_setting()
+    extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
+
+    @property
+    def mode(self) -> str:
+        """ "cpu", "server" or "colocate"."""
+        return "cpu" if self.cpu else (self.vllm_mode or "server")
