@@ -1,12 +1,10 @@
-"""trlstack.commands.doctor: each judgement of the machine's facts, the gathering of those facts, and the
-command."""
+"""trlstack.commands.doctor.judge: each judgement of the machine's facts, pure."""
 
 from __future__ import annotations
 
 import pytest
-from trlstack.cli import main
-from trlstack.commands import doctor
-from trlstack.commands.doctor import Facts, Finding
+from trlstack.commands.doctor import judge
+from trlstack.commands.doctor.judge import Facts, Finding
 from trlstack.gpus import Gpu, Probe
 
 NO_DRIVER = Probe((), None, "NVML: NVML Shared Library Not Found")
@@ -26,7 +24,7 @@ def only(findings):
 
 
 def test_no_driver_is_said_plainly_with_what_still_works_and_the_fix():
-    finding = only(doctor.judge_driver(NO_DRIVER))
+    finding = only(judge.judge_driver(NO_DRIVER))
     assert finding.level == "warn"
     assert "no NVIDIA driver here (NVML: NVML Shared Library Not Found" in finding.message
     assert "`train --cpu` work" in finding.message
@@ -44,14 +42,14 @@ def test_no_driver_is_said_plainly_with_what_still_works_and_the_fix():
     ],
 )
 def test_driver_must_be_580_or_newer_for_cuda_13(driver, level):
-    finding = only(doctor.judge_driver(Probe((gpu(driver=driver),), "nvml")))
+    finding = only(judge.judge_driver(Probe((gpu(driver=driver),), "nvml")))
     assert finding.level == level and driver in finding.message
     if level == "fail":
         assert "too old for CUDA 13" in finding.message and "580 branch" in finding.fix
 
 
 def test_a_driver_without_a_version_is_a_warning():
-    assert levels(doctor.judge_driver(Probe((gpu(driver=None),), "nvml"))) == ["warn"]
+    assert levels(judge.judge_driver(Probe((gpu(driver=None),), "nvml"))) == ["warn"]
 
 
 @pytest.mark.parametrize(
@@ -66,7 +64,7 @@ def test_a_driver_without_a_version_is_a_warning():
     ],
 )
 def test_each_gpu_is_judged_by_its_compute_capability(capability, level, words):
-    finding = doctor.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
+    finding = judge.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
     assert finding.level == level and words in finding.message and "GPU 0: NVIDIA H200" in finding.message
 
 
@@ -75,18 +73,18 @@ def test_doctor_says_the_precision_train_picks(capability):
     from trlstack import policy
 
     chosen, _ = policy.precision([gpu(capability=capability)])
-    finding = doctor.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
+    finding = judge.judge_gpus(Probe((gpu(capability=capability),), "nvml"), None)[0]
     assert f"train uses {chosen}" in finding.message
     assert {"bf16", "fp16"} - {chosen} & set(finding.message.replace(",", " ").split()) == set()
 
 
 def test_one_gpu_points_to_colocate_mode():
-    findings = doctor.judge_gpus(Probe((gpu(),), "nvml"), None)
+    findings = judge.judge_gpus(Probe((gpu(),), "nvml"), None)
     assert findings[-1].topic == "plan" and findings[-1].fix == "`train --vllm-mode colocate`"
 
 
 def test_several_gpus_show_the_default_plan():
-    findings = doctor.judge_gpus(Probe(tuple(gpu(i) for i in range(8)), "nvml"), None)
+    findings = judge.judge_gpus(Probe(tuple(gpu(i) for i in range(8)), "nvml"), None)
     assert findings[-1] == Finding(
         "ok", "plan", "8 GPUs: by default vLLM serves on 0,1,2,3, training on 4,5,6,7 (see `trlstack plan`)"
     )
@@ -94,16 +92,16 @@ def test_several_gpus_show_the_default_plan():
 
 def test_cuda_visible_devices_is_reported_and_a_bad_value_named():
     probe = Probe(tuple(gpu(i) for i in range(4)), "nvml")
-    shown = doctor.judge_gpus(probe, "2,3")
+    shown = judge.judge_gpus(probe, "2,3")
     assert any("CUDA_VISIBLE_DEVICES='2,3': GPUs 2,3 visible" in f.message for f in shown)
     assert "vLLM serves on 2, training on 3" in shown[-1].message
-    bad = doctor.judge_gpus(probe, "9")[-1]
+    bad = judge.judge_gpus(probe, "9")[-1]
     assert bad.level == "warn" and "names GPU 9" in bad.message and "CUDA_VISIBLE_DEVICES" in bad.fix
 
 
 def test_no_gpu_to_check_without_a_driver_and_a_driver_without_gpus():
-    assert levels(doctor.judge_gpus(NO_DRIVER, None)) == ["info"]
-    assert levels(doctor.judge_gpus(Probe((), "nvml"), None)) == ["warn"]
+    assert levels(judge.judge_gpus(NO_DRIVER, None)) == ["info"]
+    assert levels(judge.judge_gpus(Probe((), "nvml"), None)) == ["warn"]
 
 
 @pytest.mark.parametrize(
@@ -115,14 +113,14 @@ def test_no_gpu_to_check_without_a_driver_and_a_driver_without_gpus():
     ],
 )
 def test_shared_memory_must_be_at_least_a_gib(size, level, words):
-    finding = only(doctor.judge_shm(size))
+    finding = only(judge.judge_shm(size))
     assert finding.level == level and words in finding.message
     if level == "warn":
         assert "--shm-size" in finding.fix and "shm_size" in finding.fix
 
 
 def test_ports_free_or_busy():
-    findings = doctor.judge_ports({8000: None, 51216: "Address already in use"})
+    findings = judge.judge_ports({8000: None, 51216: "Address already in use"})
     assert levels(findings) == ["ok", "warn"]
     assert "port 51216 cannot be bound on 127.0.0.1 (Address already in use)" in findings[1].message
     assert "sport = :51216" in findings[1].fix and "TRLSTACK_VLLM_GROUP_PORT" in findings[1].fix
@@ -135,7 +133,7 @@ def hf(**facts):
         "hf_cache_exists": True,
         "hf_cache_free_bytes": 100 << 30,
     }
-    return doctor.judge_hf(Facts(**{**base, **facts}))
+    return judge.judge_hf(Facts(**{**base, **facts}))
 
 
 def test_hf_cache_and_online_state():
@@ -162,67 +160,12 @@ def test_an_unwritable_or_full_cache_is_flagged():
 
 def test_stack_versions_against_the_pins():
     pins = {"trl": "1.16.0", "torch": "2.11.0", "vllm": "0.25.0"}
-    assert doctor.judge_stack({}, {})[0].message.startswith("pins unknown")
-    light = only(doctor.judge_stack(pins, {"trl": None, "torch": None, "vllm": None}))
+    assert judge.judge_stack({}, {})[0].message.startswith("pins unknown")
+    light = only(judge.judge_stack(pins, {"trl": None, "torch": None, "vllm": None}))
     assert light.level == "info" and "light install" in light.message and "uv sync --extra gpu" in light.fix
-    findings = doctor.judge_stack(pins, {"trl": "1.16.0", "torch": "2.10.0", "vllm": None})
+    findings = judge.judge_stack(pins, {"trl": "1.16.0", "torch": "2.10.0", "vllm": None})
     assert [(f.level, f.message) for f in findings] == [
         ("ok", "trl 1.16.0"),
         ("warn", "torch: 2.10.0 installed, pinned 2.11.0"),
         ("warn", "vllm: not installed, pinned 0.25.0"),
     ]
-
-
-def test_render_shows_fixes_for_problems_only():
-    text = doctor.render(
-        [Finding("ok", "shm", "fine", "never shown"), Finding("warn", "ports", "busy", "free it")]
-    )
-    assert text.splitlines() == [
-        f"trlstack doctor {doctor.__version__}",
-        "ok    shm    fine",
-        "warn  ports  busy",
-        "             fix: free it",
-        "1 problem found",
-    ]
-
-
-def test_exit_code_is_0_unless_strict_and_something_is_wrong():
-    ok, info, warn = Finding("ok", "a", "b"), Finding("info", "a", "b"), Finding("warn", "a", "b")
-    assert doctor.exit_code([warn], strict=False) == 0
-    assert doctor.exit_code([ok, info], strict=True) == 0
-    assert doctor.exit_code([ok, warn], strict=True) == 1
-
-
-def test_gather_facts_reads_this_machine(machine, tmp_path):
-    machine([], source=None, problem="no driver")
-    environ = {"HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1", "CUDA_VISIBLE_DEVICES": "0"}
-    facts = doctor.gather_facts((8000, 51216), environ)
-    assert facts.probe.problem == "no driver" and facts.cuda_visible_devices == "0"
-    assert (
-        facts.hf_cache == str(tmp_path / "hf" / "hub")
-        and not facts.hf_cache_exists
-        and facts.hf_cache_writable
-    )
-    assert facts.hf_cache_free_bytes > 0 and facts.hf_offline == "1"
-    assert set(facts.ports) == {8000, 51216}
-    assert facts.pins["vllm"] == "0.25.0" and set(facts.installed) == set(facts.pins)
-
-
-def test_doctor_on_a_machine_without_gpus_says_so_and_exits_0(machine, capsys, monkeypatch):
-    monkeypatch.delenv("TRLSTACK_VLLM_PORT", raising=False)
-    machine([], source=None, problem="NVML: NVML Shared Library Not Found")
-    assert main(["doctor"]) == 0
-    out = capsys.readouterr().out
-    assert "warn  driver  no NVIDIA driver here" in out and "no GPU to check" in out
-    assert "/dev/shm" in out and "port 8000" in out and "Hugging Face cache" in out
-    assert main(["doctor", "--strict"]) == 1
-
-
-def test_doctor_on_a_gpu_machine(machine, capsys, monkeypatch):
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    machine([gpu(0), gpu(1)])
-    main(["doctor", "--port", "18000", "--group-port", "18001"])
-    out = capsys.readouterr().out
-    assert "ok    driver  NVIDIA driver 580.95.05 supports CUDA 13" in out
-    assert "GPU 1: NVIDIA H200, compute capability 9.0: train uses bf16" in out
-    assert "vLLM serves on 0, training on 1" in out and "port 18001" in out

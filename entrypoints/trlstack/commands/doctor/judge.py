@@ -1,25 +1,15 @@
-"""`trlstack doctor`: is this machine ready for the stack? Each finding says what was seen and, when it
-matters, the fix.
-
-`gather_facts` is the one function that looks at the machine; the `judge_*` functions turn facts into findings
-and are pure, so every verdict is tested without the hardware it describes.
-"""
+"""The machine's facts as doctor gathers them, and the pure judgements that turn them into findings, in the
+order a user fixes them."""
 
 from __future__ import annotations
 
-import argparse
-import os
 import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from trlstack import __version__
 from trlstack.defaults import BF16_CAPABILITY, Env, is_true
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, Probe, describe_indices, select_visible
-from trlstack.options import add_settings, settings_from
-from trlstack.ports import Ports, port_problem
 
 MIN_DRIVER = 580  # first driver branch for CUDA 13, which torch 2.11's wheels and vLLM 0.25 are built for
 MIN_CAPABILITY = (7, 5)  # CUDA 13 dropped Maxwell, Pascal and Volta
@@ -300,78 +290,3 @@ def judge(facts: Facts) -> list[Finding]:
         *judge_hf(facts),
         *judge_stack(facts.pins, facts.installed),
     ]
-
-
-def render(findings: list[Finding]) -> str:
-    lines = [f"trlstack doctor {__version__}"]
-    width = max(len(finding.topic) for finding in findings)
-    for finding in findings:
-        lines.append(f"{finding.level:<4}  {finding.topic:<{width}}  {finding.message}")
-        if finding.fix and finding.level != "ok":
-            lines.append(f"{'':<4}  {'':<{width}}  fix: {finding.fix}")
-    problems = [finding for finding in findings if finding.level in ("warn", "fail")]
-    lines.append(f"{len(problems)} problem{'' if len(problems) == 1 else 's'} found")
-    return "\n".join(lines) + "\n"
-
-
-def exit_code(findings: list[Finding], strict: bool) -> int:
-    """0 unless --strict and something is wrong: doctor reports, it does not gate, unless asked to."""
-    return int(strict and any(finding.level in ("warn", "fail") for finding in findings))
-
-
-# The edge: look at the machine. -----------------------------------------------------------------------------
-
-
-def _existing_ancestor(path: str) -> str:
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return path
-
-
-def gather_facts(ports: tuple[int, ...], environ: Mapping[str, str] | None = None) -> Facts:
-    import shutil
-
-    from trlstack.caches import hf_hub_cache
-    from trlstack.gpus import probe
-    from trlstack.stack import installed_version, pinned_stack
-
-    environ = os.environ if environ is None else environ
-    try:
-        stat = os.statvfs("/dev/shm")
-        shm_bytes: int | None = stat.f_frsize * stat.f_blocks
-    except OSError:
-        shm_bytes = None
-    cache = hf_hub_cache(environ)
-    anchor = _existing_ancestor(cache)
-    pins = pinned_stack()
-    return Facts(
-        probe=probe(),
-        cuda_visible_devices=environ.get(Env.CUDA_VISIBLE_DEVICES),
-        shm_bytes=shm_bytes,
-        ports={port: port_problem(port) for port in ports},
-        hf_cache=cache,
-        hf_cache_exists=os.path.isdir(cache),
-        hf_cache_writable=os.access(anchor, os.W_OK),
-        hf_cache_free_bytes=shutil.disk_usage(anchor).free,
-        hf_offline=environ.get(Env.HF_HUB_OFFLINE),
-        pins=pins,
-        installed={name: installed_version(name) for name in pins},
-    )
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.description = (
-        f"Check this machine for the stack: NVIDIA driver (CUDA 13 needs >= {MIN_DRIVER}), GPUs and their "
-        "compute capability, /dev/shm, the vLLM ports, the Hugging Face cache and offline state, and the "
-        "installed versions against the pins. Exit 0 unless --strict."
-    )
-    add_settings(parser, Ports, os.environ)
-    parser.add_argument("--strict", action="store_true", help="exit 1 when any warning or failure is found")
-
-
-def run(args: argparse.Namespace) -> int:
-    ports = settings_from(Ports, args)
-    findings = judge(gather_facts((ports.port, ports.group_port)))
-    sys.stdout.write(render(findings))
-    return exit_code(findings, args.strict)
