@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trlstack.errors import UsageError
+from trlstack.recipes import NOT_FIELDS, PARSER_KEYS, RECIPES
 
 TABLE_FILE = Path(__file__).with_name("parsers.json")
 VLLM = "vllm serve"  # the table's key for vLLM's parser; the recipes' names are the TRL scripts' keys
@@ -48,10 +49,14 @@ def receiver(key: str) -> Receiver:
     """The parser of `vllm serve` (key VLLM) or of a recipe's TRL script (key: the recipe's name)."""
     if key == VLLM:
         return Receiver("vllm serve", _table()[key], vllm=True, lists="vllm serve --help=all")
-    from trlstack.recipes import RECIPES
-
     lists = f"python -m {RECIPES[key].module} --help"
     return Receiver(f"the {key} script", _table()[key], vllm=False, lists=lists)
+
+
+@cache
+def accepted_keys(recipe: str) -> frozenset[str]:
+    """The config keys the recipe's script accepts (its dataclasses' fields): its parser's option dests."""
+    return (frozenset(receiver(recipe).options.values()) - NOT_FIELDS) | PARSER_KEYS
 
 
 # Resolving one word ----------------------------------------------------------------------------------------
@@ -216,16 +221,12 @@ def trl_options(recipe: str) -> dict[str, str]:
     """Option string -> dest of a recipe's TRL script parser (imports TRL); TrlParser reads --config."""
     import importlib
 
-    from trlstack.recipes import RECIPES
-
     parser = importlib.import_module(RECIPES[recipe].module).make_parser()
     options = {option: action.dest for option, action in parser._option_string_actions.items()}
     return {**options, "--config": "config"}
 
 
 def table_from_installed() -> dict[str, dict[str, str]]:
-    from trlstack.recipes import RECIPES
-
     table = {VLLM: vllm_options(), **{name: trl_options(name) for name in RECIPES}}
     return {key: dict(sorted(options.items())) for key, options in table.items()}
 

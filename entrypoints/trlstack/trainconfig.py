@@ -16,7 +16,8 @@ import yaml
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.outputs import MERGED_PREFIX, MERGED_SUFFIX
-from trlstack.recipes import Recipe, accepted_keys
+from trlstack.passthrough import accepted_keys
+from trlstack.recipes import Recipe
 
 MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
 

@@ -17,7 +17,8 @@ from trlstack.outputs import (
     previous_run,
     refusal,
 )
-from trlstack.recipes import RECIPES, accepted_keys
+from trlstack.passthrough import accepted_keys
+from trlstack.recipes import RECIPES
 
 RUN = {
     "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct",

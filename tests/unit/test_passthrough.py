@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.passthrough import (
     VLLM,
+    accepted_keys,
     candidates,
     check_passthrough,
     option_words,
@@ -233,3 +234,13 @@ def test_trl_changes_exactly_the_settings_the_resolution_names(words):
         return None if unknown else {dest for dest in after if after[dest] != before[dest]}
 
     agrees(words, "grpo", parse)
+
+
+def test_accepted_keys_of_every_recipe_hold_the_trainer_basics():
+    for name in RECIPES:
+        keys = accepted_keys(name)
+        assert {"model_name_or_path", "dataset_name", "learning_rate", "output_dir", "use_vllm"} <= keys
+        assert {"vllm_server_base_url", "vllm_group_port", "bf16", "fp16", "model_init_kwargs"} <= keys
+        assert "resume_from_checkpoint" in keys and "env" in keys
+    assert "num_generations" in accepted_keys("grpo") and "num_generations" not in accepted_keys("online-dpo")
+    assert "reward_model_path" in accepted_keys("online-dpo")

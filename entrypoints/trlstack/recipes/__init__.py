@@ -1,14 +1,14 @@
 """The training recipes `train` runs: TRL's own GRPO and RLOO scripts, and our Online DPO script.
 
 Each recipe has a bundled YAML in TRL's config format beside this file. The keys its script accepts are the
-`dest`s of its parser's options, read from trlstack/parsers.json without importing TRL (which takes seconds
-and pulls in torch); `python -m trlstack.passthrough` regenerates that table from the installed TRL.
+`dest`s of its parser's options (`passthrough.accepted_keys`, from trlstack/parsers.json, without importing
+TRL, which takes seconds and pulls in torch); `python -m trlstack.passthrough` regenerates that table from
+the installed TRL. This package imports nothing of trlstack: what reads the recipes sits above it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
 from importlib import resources
 from pathlib import Path
 
@@ -70,14 +70,6 @@ RECIPES: dict[str, Recipe] = {
         reward_model_key="reward_model_path",
     ),
 }
-
-
-@cache
-def accepted_keys(recipe: str) -> frozenset[str]:
-    """The config keys the recipe's script accepts (its dataclasses' fields): its parser's option dests."""
-    from trlstack.passthrough import receiver
-
-    return (frozenset(receiver(recipe).options.values()) - NOT_FIELDS) | PARSER_KEYS
 
 
 def keys_from_trl(recipe: str) -> list[str]:
