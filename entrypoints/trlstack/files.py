@@ -30,3 +30,15 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def cannot_create_in(folder: str | os.PathLike[str]) -> str | None:
+    """Why nothing can be created in the existing `folder`, or None. Tried for real (a folder made there and
+    removed at once): permission bits say nothing of a read-only or pseudo file system such as /proc."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".trlstack-probe-", dir=folder))
+    except OSError as error:
+        return error.strerror or str(error)
+    return None

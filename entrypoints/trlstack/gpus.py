@@ -79,6 +79,8 @@ def describe_machine(gpus: Sequence[Gpu]) -> str:
 
 def gpu_count(raw: str) -> int:
     """argparse type: how many GPUs a machine has, 1 to MAX_GPU_INDEX + 1."""
+    if not raw.isascii():  # int() also reads other scripts' digits (٣), which no GPU list takes
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number (write it with the digits 0-9)")
     try:
         count = int(raw)
     except ValueError:
@@ -92,7 +94,13 @@ def gpu_count(raw: str) -> int:
     return count
 
 
-_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
+_RANGE = re.compile(r"^(\d+)(?:-(\d+))?$", re.ASCII)
+
+
+def is_index(text: str) -> bool:
+    """Whether `text` is a whole number in the digits 0-9, as CUDA and compose read one (str.isdigit and int
+    also take other scripts' digits, such as ٣, which CUDA_VISIBLE_DEVICES does not)."""
+    return text.isascii() and text.isdigit()
 
 
 def parse_gpu_spec(spec: str, source: str = "GPU spec") -> tuple[int, ...]:
@@ -108,7 +116,7 @@ def parse_gpu_spec(spec: str, source: str = "GPU spec") -> tuple[int, ...]:
             raise UsageError(
                 f"{source} {spec!r} has an empty entry; {example} (no doubled or trailing commas)."
             )
-        if item.startswith("-") and item[1:].isdigit():
+        if item.startswith("-") and is_index(item[1:]):
             raise UsageError(f"{source} {spec!r} has the negative index {item}; GPU indices start at 0.")
         match = _RANGE.match(item)
         if not match:
@@ -164,7 +172,7 @@ def select_visible(
     by_index = {gpu.index: gpu for gpu in gpus}
     chosen: list[Gpu] = []
     for entry in (entry.strip() for entry in value.split(",")):
-        if entry.isdigit():
+        if is_index(entry):
             gpu = by_index.get(int(entry))
             if gpu is None:
                 raise UsageError(f"CUDA_VISIBLE_DEVICES={value!r} names GPU {entry}, but {fix}.")

@@ -25,6 +25,10 @@ def parse_bool(raw: str) -> bool:
 
 
 def _number(kind: Callable[[str], T], raw: str, what: str) -> T:
+    # int() and float() also read other scripts' digits (٣) and full-width ones; what a flag or variable
+    # holds is handed on to programs that read only 0-9, so those are refused here.
+    if not raw.isascii():
+        raise argparse.ArgumentTypeError(f"{raw!r} is not {what} (write it with the digits 0-9)")
     try:
         return kind(raw)
     except ValueError:

@@ -20,6 +20,7 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
+from trlstack.files import cannot_create_in
 
 MERGED_PREFIX, MERGED_SUFFIX = "trlstack-", ".yaml"  # the merged config's name: trlstack-RECIPE.yaml
 
@@ -62,7 +63,14 @@ def check_writable(output_dir: Path) -> None:
             f"({Env.OUTPUT_DIR})."
         )
     if os.access(existing, os.W_OK | os.X_OK):
-        return
+        problem = cannot_create_in(existing)
+        if problem is None:
+            return
+        raise UsageError(
+            f"cannot make the output folder {output_dir}: nothing can be made in {existing} ({problem}; a "
+            "read-only or pseudo file system such as /proc?). Choose another --output-dir "
+            f"({Env.OUTPUT_DIR})."
+        )
     info = existing.stat()
     uid, gid = os.getuid(), os.getgid()
     raise UsageError(

@@ -6,7 +6,7 @@ import os
 
 import pytest
 from trlstack import files
-from trlstack.files import write_atomically
+from trlstack.files import cannot_create_in, write_atomically
 
 
 def test_a_new_file_follows_the_umask(tmp_path):
@@ -41,3 +41,16 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypat
         write_atomically(target, "new\n")
     assert target.read_text() == "old\n"
     assert [path.name for path in tmp_path.iterdir()] == ["config.yaml"]
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc on this system")
+
+
+def test_a_folder_that_takes_new_files_has_no_problem_and_keeps_nothing_of_the_probe(tmp_path):
+    assert cannot_create_in(tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_proc
+def test_a_pseudo_file_system_takes_nothing_whatever_its_permission_bits_say():
+    assert cannot_create_in("/proc")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 import types
 
@@ -255,3 +256,23 @@ def test_discovery_is_lazy_about_nvml():
     code = "import sys, trlstack.gpus, trlstack.cli; print('pynvml' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("text", ["٣", "²", "３", "", "-1", "1.0"])
+def test_only_the_digits_0_to_9_make_an_index(text):
+    assert not gpus.is_index(text)
+    assert gpus.is_index("0") and gpus.is_index("15")
+
+
+@pytest.mark.parametrize("value", ["١", "0,١", "²"])
+def test_cuda_visible_devices_in_other_digits_is_refused_not_misread(value):
+    with pytest.raises(UsageError, match="is neither a GPU index nor a GPU UUID"):
+        gpus.select_visible([gpus.Gpu(0), gpus.Gpu(1)], value)
+
+
+@pytest.mark.parametrize("raw", ["٣", "²", "1-٣"])
+def test_a_gpu_spec_in_other_digits_is_refused(raw):
+    with pytest.raises(UsageError, match="is not an index or a range"):
+        gpus.parse_gpu_spec(raw, "--serve-gpus")
+    with pytest.raises(argparse.ArgumentTypeError, match="write it with the digits 0-9"):
+        gpus.gpu_count(raw)

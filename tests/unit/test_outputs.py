@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -135,3 +136,11 @@ def test_a_folder_this_user_cannot_write_is_named_with_the_fix(tmp_path):
     message = str(refused.value)
     assert f"cannot write the output folder {outputs}/grpo: {outputs} belongs to uid {os.getuid()}" in message
     assert "(mode dr-xr-xr-x)" in message and f"sudo chown -R {os.getuid()}:{os.getgid()} FOLDER" in message
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc on this system")
+def test_an_output_folder_under_a_pseudo_file_system_is_refused_naming_it():
+    with pytest.raises(
+        UsageError, match=r"cannot make the output folder /proc/x: nothing can be made in /proc"
+    ):
+        check_writable(Path("/proc/x"))

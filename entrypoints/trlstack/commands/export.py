@@ -25,6 +25,7 @@ from pathlib import Path
 
 from trlstack.command import Command
 from trlstack.errors import UsageError
+from trlstack.files import cannot_create_in
 
 FORMATS = ("sif", "sqsh")
 # squashfs compression of the image file. gzip is what every kernel and squashfuse read; zstd at level 3
@@ -120,6 +121,12 @@ def _check_request(plan: Export, image: str) -> None:
     folder = plan.output.parent.resolve()
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise UsageError(f"cannot write in {folder}; choose --output in a writable folder.")
+    problem = cannot_create_in(folder)
+    if problem is not None:
+        raise UsageError(
+            f"nothing can be made in {folder} ({problem}; a read-only or pseudo file system such as /proc?); "
+            "choose --output in a writable folder."
+        )
     for step in plan.steps:
         program = step.argv[0]
         if shutil.which(program) is None:

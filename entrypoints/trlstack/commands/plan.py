@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     if args.output is None:
         sys.stdout.write(render(plan, args.format))
         return 0
+    if not args.output.strip():
+        raise UsageError("--output is empty; name a file such as .env, or leave -o out for standard output.")
     if os.path.isdir(args.output):
         raise UsageError(f"--output {args.output} is a directory; name a file such as {args.output}/.env.")
     if args.format == "env" and os.path.exists(args.output):

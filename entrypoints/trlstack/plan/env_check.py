@@ -9,12 +9,12 @@ from collections.abc import Mapping
 
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT
 from trlstack.errors import UsageError
-from trlstack.gpus import describe_indices, parse_gpu_spec
+from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
 from trlstack.plan import COLOCATE_FIX, ENV_KEYS
 
 REWRITE = "`trlstack plan --format env -o .env` writes one"
-_INDEX_LIST = re.compile(r"^\d+(,\d+)*$")
+_INDEX_LIST = re.compile(r"^\d+(,\d+)*$", re.ASCII)
 
 
 def _env_gpus(values: Mapping[str, str], key: str) -> tuple[int, ...]:
@@ -42,7 +42,7 @@ def _env_count(values: Mapping[str, str], key: str) -> int | None:
     raw = values.get(key, "")
     if not raw:
         return None  # compose passes an empty value; the role then uses its default
-    if not raw.isdigit() or int(raw) < 1:
+    if not is_index(raw) or int(raw) < 1:
         raise UsageError(f"{key}={raw!r} in .env is not a positive whole number; fix or remove the line.")
     return int(raw)
 
@@ -51,7 +51,7 @@ def _env_port(values: Mapping[str, str], key: str, default: int) -> int:
     raw = values.get(key, "")
     if not raw:
         return default
-    if not raw.isdigit() or not 1 <= int(raw) <= 65535:
+    if not is_index(raw) or not 1 <= int(raw) <= 65535:
         raise UsageError(f"{key}={raw!r} in .env is not a TCP port (1-65535); fix or remove the line.")
     return int(raw)
 

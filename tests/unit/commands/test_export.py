@@ -94,6 +94,12 @@ def test_print_command_shows_the_steps_and_runs_nothing(tmp_path, capsys, monkey
             "absent.tar does not exist; make it with `docker save",
         ),
         (["--format", "sif", "made.tar", "-o", "exists.sif"], ["apptainer"], "exists.sif exists; remove it"),
+        (["--format", "sif", "made.tar", "-o", "."], ["apptainer"], "exists; remove it or choose another"),
+        (
+            ["--format", "sif", "made.tar", "-o", "/proc/x.sif"],
+            ["apptainer"],
+            "nothing can be made in /proc (",
+        ),
         (["--format", "tar", "trlstack:1"], [], "invalid choice: 'tar'"),
         (["--format", "sif", "trlstack:1", "--compression", "xz"], [], "invalid choice: 'xz'"),
     ],

@@ -40,6 +40,11 @@ def test_a_plan_written_by_plan_passes_its_check():
 
 
 BAD_ENV = [
+    ({"SERVE_GPUS": "٣"}, "SERVE_GPUS='٣' in .env is not a list of GPU indices"),
+    ({"TRAIN_GPUS": "٤,٥"}, "TRAIN_GPUS='٤,٥' in .env is not a list of GPU indices"),
+    ({"TENSOR_PARALLEL_SIZE": "²"}, "TENSOR_PARALLEL_SIZE='²' in .env is not a positive whole number"),
+    ({"NUM_PROCESSES": "٤"}, "NUM_PROCESSES='٤' in .env is not a positive whole number"),
+    ({"VLLM_PORT": "٨٠٠٠"}, "VLLM_PORT='٨٠٠٠' in .env is not a TCP port"),
     ({"SERVE_GPUS": "4", "SHARE_GPUS": "0"}, "share them on purpose with SHARE_GPUS=1"),
     ({"SERVE_GPUS": "4", "SHARE_GPUS": "off"}, "need disjoint GPUs"),
     ({"SHARE_GPUS": "1"}, "SHARE_GPUS=1 runs the server and the trainer on the same GPUs, but SERVE_GPUS="),

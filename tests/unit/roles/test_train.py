@@ -3,6 +3,7 @@ and bad input that starts nothing (no exec, no file written)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -680,3 +681,11 @@ def test_a_typo_after_the_double_dash_fails_before_the_server_is_asked(
     assert train.main(["grpo", "--", "--max_step", "5", "--per_device_train_batch_sise", "8"]) == 1
     assert "has no option --per_device_train_batch_sise" in capsys.readouterr().err
     assert vllm_server.requests == []  # refused at once, not after the health wait
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc on this system")
+def test_an_output_folder_under_proc_exits_1_before_anything_starts(run_dir, on_path, no_exec, capsys):
+    on_path("accelerate")
+    assert train.main(["grpo", "--cpu", "--output-dir", "/proc/x"]) == 1
+    err = capsys.readouterr().err
+    assert "train: error: cannot make the output folder /proc/x" in err and "--output-dir" in err

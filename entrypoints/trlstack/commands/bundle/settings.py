@@ -18,7 +18,7 @@ THIS_PYTHON = "{}.{}".format(*sys.version_info[:2])
 
 def parse_size(text: str) -> int:
     """'60M' -> 60_000_000 bytes (K, M, G are powers of 1000; Ki, Mi, Gi of 1024)."""
-    match = re.fullmatch(r"(\d+)\s*([KMG]i?)?B?", text.strip(), flags=re.IGNORECASE)
+    match = re.fullmatch(r"(\d+)\s*([KMG]i?)?B?", text.strip(), flags=re.IGNORECASE | re.ASCII)
     if not match or int(match.group(1)) == 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 60M or 2Gi")
     unit = (match.group(2) or "").upper()

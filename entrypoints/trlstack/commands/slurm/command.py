@@ -132,13 +132,25 @@ def run(args: argparse.Namespace) -> int:
         outputs.move_aside(run_dir, aside)
         say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
     path = Path(args.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    if path.is_dir():
+        raise UsageError(
+            f"--output {path} is a directory; name a file such as {path}/{settings.name}.sbatch."
+        )
     try:
         # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
         Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UsageError(
+            f"cannot make the output folder {settings.output_dir} ({error.strerror}); choose a writable "
+            "--output-dir."
+        ) from None
+    try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(path, text)
     except OSError as error:
-        raise UsageError(f"cannot write {path}: {error.strerror}; choose a writable --output-dir.") from None
+        raise UsageError(
+            f"cannot write {path} ({error.strerror}); choose a writable --output (or --output-dir)."
+        ) from None
     if not args.submit:
         print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
         return 0

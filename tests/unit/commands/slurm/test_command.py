@@ -184,6 +184,7 @@ BAD = [
         "--image /nowhere/x.sif does not exist",
     ),
     (["--nodes", "2", "--gpus-per-node", "8", "--output-dir", "/tmp/runs"], "is not shared between nodes"),
+    (["--nodes", "2", "--gpus-per-node", "8", "-o", "."], "--output . is a directory; name a file such as"),
     (
         ["--nodes", "2", "--gpus-per-node", "8", "--output-dir", "/dev/shm/r"],
         "/dev/shm is local to each node",
