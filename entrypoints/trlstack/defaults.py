@@ -81,7 +81,7 @@ class Env(StrEnum):
     BUNDLE_WITH_PROJECT = "TRLSTACK_BUNDLE_WITH_PROJECT"
     BUNDLE_PROJECT = "TRLSTACK_BUNDLE_PROJECT"
     BUNDLE_PIP = "TRLSTACK_BUNDLE_PIP"
-    # Settings of `trlstack tiny`, declared with their flags in trlstack/tiny.py.
+    # Settings of `trlstack tiny`, declared with their flags in trlstack/commands/tiny.py.
     TINY_SEED = "TRLSTACK_TINY_SEED"
     TINY_ROWS = "TRLSTACK_TINY_ROWS"
 
