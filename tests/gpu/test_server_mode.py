@@ -75,12 +75,13 @@ def served(request, tiny, tmp_path_factory):
 
 
 def server_logprobs(url: str, token_ids: list[int], prompt_length: int) -> list[float]:
-    """The server's log-probabilities of the fixed completion's tokens."""
+    """The server's log-probabilities of the fixed completion's own tokens (TRL's `actual_logprobs`; its
+    `logprobs` are the top-ranked tokens' instead)."""
     from trl.generation.vllm_client import VLLMClient
 
     client = VLLMClient(base_url=url)
     result = client.get_sequence_logprobs([token_ids], [prompt_length], top_logprobs=1, temperature=1.0)
-    return [float(row[0]) for row in result["logprobs"][0]]
+    return [float(row[0]) for row in result["actual_logprobs"][0]]
 
 
 def trainer_logprobs(model_dir: Path, token_ids: list[int], prompt_length: int) -> list[float]:
