@@ -126,6 +126,41 @@ def test_gpu_partitions_are_the_plans_and_disjoint(render, plan_env, method, var
         assert "TRLSTACK_SERVE_GPUS" not in trainer["environment"]
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_one_gpu_is_shared_and_each_role_knows_it(render, plan_env, variant):
+    # One GPU has no split: the plan shares it, vLLM takes the plan's share of its memory, and both roles are
+    # told (each then names itself a host of its own to NCCL, which refuses two ranks on one GPU of one host).
+    plan = read_env(plan_env(1))
+    assert (plan["SERVE_GPUS"], plan["TRAIN_GPUS"], plan["SHARE_GPUS"]) == ("0", "0", "1")
+    model = render(variant, 1, "grpo")
+    server, trainer = model["services"]["vllm"], model["services"]["grpo"]
+    assert (
+        server["environment"]["TRLSTACK_SHARE_GPUS"] == trainer["environment"]["TRLSTACK_SHARE_GPUS"] == "1"
+    )
+    assert server["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == plan["GPU_MEMORY_UTILIZATION"] == "0.3"
+    if variant == "shared":
+        assert server["environment"]["CUDA_VISIBLE_DEVICES"] == trainer["environment"]["CUDA_VISIBLE_DEVICES"]
+    else:
+        assert gpu_reservation(server)["device_ids"] == gpu_reservation(trainer)["device_ids"] == ["0"]
+
+
+@pytest.mark.parametrize("gpus", GPU_COUNTS)
+def test_split_plans_share_nothing_and_give_vllm_its_usual_memory(render, plan_env, gpus):
+    model = render("shared", gpus, "grpo")
+    server, trainer = model["services"]["vllm"], model["services"]["grpo"]
+    assert (
+        server["environment"]["TRLSTACK_SHARE_GPUS"] == trainer["environment"]["TRLSTACK_SHARE_GPUS"] == "0"
+    )
+    assert server["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.9"
+
+
+def test_your_memory_fraction_wins_over_the_plans(docker_engine, plan_env):
+    compose = Compose(env_file=plan_env(1), settings={"TRLSTACK_GPU_MEMORY_UTILIZATION": "0.45"})
+    assert (
+        compose.config("grpo")["services"]["vllm"]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.45"
+    )
+
+
 @pytest.mark.parametrize(("variant", "gpus"), list(itertools.product(VARIANTS, GPU_COUNTS)))
 def test_the_plan_check_reads_the_plan_as_written_with_nothing_else(render, plan_env, variant, gpus):
     check = render(variant, gpus, "grpo")["services"]["plan-check"]

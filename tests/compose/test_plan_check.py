@@ -18,6 +18,7 @@ BAD_LINES = [
     ("SERVE_GPUS=0-1", "SERVE_GPUS='0-1' in .env: compose hands it unchanged to CUDA_VISIBLE_DEVICES"),
     ("TRAIN_GPUS=1,2", "GPU 1 is in both SERVE_GPUS=0,1 and TRAIN_GPUS=1,2"),
     ("NUM_PROCESSES=-1", "NUM_PROCESSES='-1' in .env is not a positive whole number"),
+    ("SHARE_GPUS=maybe", "SHARE_GPUS='maybe' in .env is not 1 or 0"),
 ]
 
 

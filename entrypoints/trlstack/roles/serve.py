@@ -22,6 +22,7 @@ from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
 from trlstack.option_types import fraction, one_of, positive_int
 from trlstack.options import setting, switch
 from trlstack.passthrough import VLLM, check_passthrough, receiver
+from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION
 from trlstack.ports import http_port_setting
 from trlstack.roles.command_line import Role, parse_role
 
@@ -60,8 +61,11 @@ class ServeSettings:
         "vLLM replicas (default: visible GPUs / tensor-parallel size)",
         type=positive_int,
     )
-    gpu_memory_utilization: float = setting(
-        Env.GPU_MEMORY_UTILIZATION, "fraction of each GPU's memory vLLM may take", 0.9, fraction
+    gpu_memory_utilization: float | None = setting(
+        Env.GPU_MEMORY_UTILIZATION,
+        f"fraction of each GPU's memory vLLM may take (default {SPLIT_MEMORY_FRACTION}; with --share-gpus "
+        f"{SHARED_MEMORY_FRACTION}, the trainer takes the rest)",
+        type=fraction,
     )
     max_model_len: int | None = setting(
         Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int
@@ -145,7 +149,10 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     argv = ["vllm", "serve", settings.model, *TRL_SERVER_FLAGS]
     argv += ["--host", settings.host, "--port", str(settings.port)]
     argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp)]
-    argv += ["--gpu-memory-utilization", str(settings.gpu_memory_utilization)]
+    memory = settings.gpu_memory_utilization
+    if memory is None:
+        memory = SHARED_MEMORY_FRACTION if settings.share_gpus else SPLIT_MEMORY_FRACTION
+    argv += ["--gpu-memory-utilization", str(memory)]
     if settings.max_model_len is not None:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":

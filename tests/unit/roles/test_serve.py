@@ -49,6 +49,23 @@ def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
     }
 
 
+def test_sharing_the_gpus_names_this_role_a_host_of_its_own_to_nccl_and_leaves_the_trainer_memory():
+    command = build_command(ServeSettings(share_gpus=True), gpus(1))
+    assert command.env["NCCL_HOSTID"].endswith("-trlstack-serve")
+    assert command.argv[-2:] == ["--gpu-memory-utilization", "0.3"]
+    chosen = build_command(ServeSettings(share_gpus=True, gpu_memory_utilization=0.5), gpus(1))
+    assert chosen.argv[-2:] == ["--gpu-memory-utilization", "0.5"]
+    assert "NCCL_HOSTID" not in build_command(ServeSettings(), gpus(1)).env
+
+
+@pytest.mark.parametrize("yes", ["1", "true", "YES", "on"])
+def test_sharing_is_read_from_the_environment_as_compose_writes_it(clean_env, capsys, no_exec, yes):
+    clean_env.setenv("TRLSTACK_SHARE_GPUS", yes)
+    assert serve.main(["--gpus", "1", "--print-command"]) == 0
+    out = capsys.readouterr().out
+    assert "NCCL_HOSTID=" in out and "--gpu-memory-utilization 0.3" in out
+
+
 def test_eight_gpus_with_tensor_parallel_two_and_every_option():
     settings = ServeSettings(
         model="/models/qwen",
