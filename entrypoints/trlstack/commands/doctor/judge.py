@@ -134,25 +134,24 @@ def judge_gpus(probe: Probe, cuda_visible_devices: str | None) -> list[Finding]:
         findings.append(
             Finding("info", "gpu", f"CUDA_VISIBLE_DEVICES={cuda_visible_devices!r}: GPUs {shown} visible")
         )
-    if len(visible) == 1:
-        findings.append(
-            Finding(
-                "info",
-                "plan",
-                "one GPU: a vLLM server needs a GPU of its own, so generate in colocate mode",
-                "`train --vllm-mode colocate`",
-            )
-        )
-    elif len(visible) >= 2:
+    if visible:
         from trlstack.plan import make_plan
+        from trlstack.plan.render import layout
 
         plan = make_plan(visible)
+        serve, train = plan.env()["SERVE_GPUS"], plan.env()["TRAIN_GPUS"]
+        where = (
+            f"by default vLLM and the trainer share GPU {serve}"
+            if plan.share_gpus
+            else f"by default vLLM serves on {serve}, training on {train}"
+        )
+        count = f"{len(visible)} GPU" + ("s" if len(visible) > 1 else "")
         findings.append(
             Finding(
                 "ok",
                 "plan",
-                f"{len(visible)} GPUs: by default vLLM serves on {plan.env()['SERVE_GPUS']}, "
-                f"training on {plan.env()['TRAIN_GPUS']} (see `trlstack plan`)",
+                f"{count}: {where}; {layout(plan)} (see `trlstack plan`)",
+                "or generate inside the trainer: `train --vllm-mode colocate`" if plan.share_gpus else None,
             )
         )
     return findings

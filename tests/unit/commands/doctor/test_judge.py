@@ -78,15 +78,23 @@ def test_doctor_says_the_precision_train_picks(capability):
     assert {"bf16", "fp16"} - {chosen} & set(finding.message.replace(",", " ").split()) == set()
 
 
-def test_one_gpu_points_to_colocate_mode():
+def test_one_gpu_is_shared_by_default_and_colocate_named_beside_it():
     findings = judge.judge_gpus(Probe((gpu(),), "nvml"), None)
-    assert findings[-1].topic == "plan" and findings[-1].fix == "`train --vllm-mode colocate`"
+    assert findings[-1].topic == "plan" and findings[-1].level == "ok"
+    assert findings[-1].message.startswith(
+        "1 GPU: by default vLLM and the trainer share GPU 0; shared GPUs: "
+    )
+    assert "pushed over NCCL sockets, not P2P/NVLink" in findings[-1].message
+    assert findings[-1].fix == "or generate inside the trainer: `train --vllm-mode colocate`"
 
 
 def test_several_gpus_show_the_default_plan():
     findings = judge.judge_gpus(Probe(tuple(gpu(i) for i in range(8)), "nvml"), None)
     assert findings[-1] == Finding(
-        "ok", "plan", "8 GPUs: by default vLLM serves on 0,1,2,3, training on 4,5,6,7 (see `trlstack plan`)"
+        "ok",
+        "plan",
+        "8 GPUs: by default vLLM serves on 0,1,2,3, training on 4,5,6,7; disjoint GPU sets: weights are "
+        "pushed over NCCL (P2P/NVLink where the GPUs have it) (see `trlstack plan`)",
     )
 
 
