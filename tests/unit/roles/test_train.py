@@ -251,6 +251,15 @@ def test_resume_from_the_newest_checkpoint_unless_the_user_chose_one():
     assert launch.config["resume_from_checkpoint"] == "o/checkpoint-3"
 
 
+def test_sharing_the_gpus_with_the_server_names_this_role_a_host_of_its_own_to_nccl():
+    plan = make_plan(gpus(1))
+    launch = build_launch(TrainSettings(recipe="grpo", share_gpus=True), GRPO, "grpo.yaml", plan.train)
+    assert launch.command.env["NCCL_HOSTID"].endswith("-trlstack-train")
+    assert any(note.startswith("sharing the GPUs with the server: NCCL_HOSTID=") for note in launch.notes)
+    alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
+    assert "NCCL_HOSTID" not in alone.command.env
+
+
 def test_a_mig_device_of_a_serving_gpu_overlaps_it():
     machine = gpus(4)
     mig = Gpu(1, "MIG-9d0b3c1e", "A100 MIG 3g.40gb", (8, 0), parent=machine[1].uuid)
@@ -526,6 +535,18 @@ BAD_INPUT = [
         {"CUDA_VISIBLE_DEVICES": "1,2"},
         "which --serve-gpus gives the vLLM server",
     ),
+    (
+        ["grpo", "--serve-gpus", "0-1"],
+        {"CUDA_VISIBLE_DEVICES": "1,2"},
+        "or share the GPUs on purpose with --share-gpus (TRLSTACK_SHARE_GPUS=1)",
+    ),
+    (
+        ["grpo", "--share-gpus", "--vllm-mode", "colocate"],
+        {},
+        "this is a colocate run, which starts no server",
+    ),
+    (["grpo", "--cpu"], {"TRLSTACK_SHARE_GPUS": "1"}, "--share-gpus (TRLSTACK_SHARE_GPUS) runs the trainer"),
+    (["grpo"], {"TRLSTACK_SHARE_GPUS": "maybe"}, "TRLSTACK_SHARE_GPUS='maybe' is not valid for --share-gpus"),
     (["grpo", "--serve-gpus", "6"], {"CUDA_VISIBLE_DEVICES": "2,3"}, "--serve-gpus names GPU 6"),
     (
         ["grpo", "--serve-gpus", "0-"],
@@ -689,3 +710,14 @@ def test_an_output_folder_under_proc_exits_1_before_anything_starts(run_dir, on_
     assert train.main(["grpo", "--cpu", "--output-dir", "/proc/x"]) == 1
     err = capsys.readouterr().err
     assert "train: error: cannot make the output folder /proc/x" in err and "--output-dir" in err
+
+
+def test_gpus_shared_on_purpose_with_the_server_are_not_refused(run_dir, clean_env, machine, capsys, no_exec):
+    machine(gpus(1))
+    clean_env.setenv("CUDA_VISIBLE_DEVICES", "0")
+    clean_env.setenv("TRLSTACK_SERVE_GPUS", "0")  # as compose passes a shared plan
+    assert train.main(["grpo", "--print-command"]) == 1
+    assert "or share the GPUs on purpose with --share-gpus" in capsys.readouterr().err
+    clean_env.setenv("TRLSTACK_SHARE_GPUS", "1")
+    assert train.main(["grpo", "--print-command"]) == 0
+    assert "NCCL_HOSTID=" in capsys.readouterr().out
