@@ -9,24 +9,15 @@ import sys
 import textwrap
 
 import pytest
+from cli_runs import PLAN_VARIABLES, run
 from trlstack import __version__, cli
 from trlstack.cli import main
-from trlstack.gpus import Gpu
-
-H200S = [Gpu(i, f"GPU-{i:04d}-h200", "NVIDIA H200", (9, 0), "580.95.05") for i in range(8)]
 
 
 @pytest.fixture(autouse=True)
 def clean_environment(monkeypatch):
-    for name in ("TRLSTACK_VLLM_PORT", "TRLSTACK_VLLM_GROUP_PORT", "TRLSTACK_TENSOR_PARALLEL_SIZE"):
+    for name in (*PLAN_VARIABLES, "CUDA_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
-    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-
-
-def run(capsys, *argv):
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # The catalogue: each bad input gets exit 1, a message naming the cause and the fix, no output, no exec.

@@ -1,0 +1,17 @@
+"""The trlstack command line as the CLI tests drive it: a machine of H200s and one call of main()."""
+
+from __future__ import annotations
+
+from trlstack.cli import main
+from trlstack.gpus import Gpu
+
+H200S = [Gpu(i, f"GPU-{i:04d}-h200", "NVIDIA H200", (9, 0), "580.95.05") for i in range(8)]
+# Settings a developer's shell may hold that would change what `trlstack plan` prints.
+PLAN_VARIABLES = ("TRLSTACK_VLLM_PORT", "TRLSTACK_VLLM_GROUP_PORT", "TRLSTACK_TENSOR_PARALLEL_SIZE")
+
+
+def run(capsys, *argv):
+    """main(argv): its exit code and what it printed."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
