@@ -9,8 +9,10 @@ are all made from it, in the style of TRL's dataclass arguments:
 The flag is the field's name with dashes (`--port`). Precedence is flag > environment > default, the same for
 every command, so compose files and users can set any setting either way. An empty variable counts as unset,
 as compose passes one. A setting that only its command reads (`trlstack slurm --nodes`) is a `flag`: no
-variable, its help shown as written, required when it has no default. The types of the values are in
-option_types.py; a role's command line (its preview flags, what it passes on) in roles/command_line.py.
+variable, its help shown as written, required when it has no default; a `switch` without a variable is
+one too (`--dry-run`). A flag may have other names as well (`aliases=("-o",)` beside `--output`). The types
+of the values are in option_types.py; a role's command line (its preview flags, what it passes on) in
+roles/command_line.py.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ class Setting:
     kind: str = "option"
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
+    aliases: tuple[str, ...] = ()  # the flag's other names, shown first: ("-o",) for --output
 
 
 def setting(
@@ -62,12 +65,15 @@ def flag(
     choices: Sequence[str] | None = None,
     positional: bool = False,
     repeated: bool = False,
+    aliases: Sequence[str] = (),
 ) -> Any:
     """A settings field read from its flag only (or a positional NAME), required when it has no `default`;
     `help` is shown as written, the default included where it says one. `repeated`: given once per value,
-    a tuple (default empty)."""
+    a tuple (default empty). `aliases`: the flag's other names (`-o` beside `--output`)."""
     kind = "positional" if positional else "repeated" if repeated else "option"
-    spec = Setting(None, help, type, kind, metavar, tuple(choices) if choices is not None else None)
+    spec = Setting(
+        None, help, type, kind, metavar, tuple(choices) if choices is not None else None, tuple(aliases)
+    )
     return dataclasses.field(default=() if repeated else default, metadata={_SETTING: spec})
 
 
@@ -76,8 +82,9 @@ def declared(spec: Setting, default: Any = None) -> Any:
     return dataclasses.field(default=default, metadata={_SETTING: spec})
 
 
-def switch(env: Env, help: str) -> Any:
-    """An on/off settings field: on when `--field-name` is given or `env` holds a yes (1, true, yes, on)."""
+def switch(env: Env | None, help: str) -> Any:
+    """An on/off settings field: on when `--field-name` is given or `env` holds a yes (1, true, yes, on).
+    Without `env`, a flag only (`--dry-run`), its help as written."""
     return dataclasses.field(default=False, metadata={_SETTING: Setting(env, help, parse_bool, "switch")})
 
 
@@ -133,6 +140,7 @@ def add_setting(
         )
     elif spec.kind == "switch":
         parser.add_argument(
+            *spec.aliases,
             flag,
             action="store_true",
             default=default,
@@ -141,6 +149,7 @@ def add_setting(
     elif spec.kind == "repeated":
         shown = ",".join(map(str, default)) or "none"
         parser.add_argument(
+            *spec.aliases,
             flag,
             dest=name,
             action=_Repeat,
@@ -151,6 +160,7 @@ def add_setting(
     else:
         shown = "unset" if default is None else default
         parser.add_argument(
+            *spec.aliases,
             flag,
             dest=name,
             default=default,
@@ -161,16 +171,20 @@ def add_setting(
 
 def _add_flag(parser: Group, name: str, spec: Setting, default: Any, flag: str) -> None:
     """A setting read from its flag only, its help as written."""
+    if spec.kind == "switch":
+        parser.add_argument(*spec.aliases, flag, dest=name, action="store_true", help=spec.help)
+        return
     options: dict[str, Any] = {"type": spec.type, "choices": spec.choices, "help": spec.help}
     if spec.kind == "positional":
         parser.add_argument(name, metavar=spec.metavar or name.upper(), **options)
         return
     required = default is dataclasses.MISSING
     options.update(dest=name, metavar=spec.metavar, required=required)
+    names = (*spec.aliases, flag)
     if spec.kind == "repeated":  # argparse appends to a list; settings_from makes it a tuple
-        parser.add_argument(flag, action="append", **options)
+        parser.add_argument(*names, action="append", **options)
     else:
-        parser.add_argument(flag, default=None if required else default, **options)
+        parser.add_argument(*names, default=None if required else default, **options)
 
 
 def add_settings(

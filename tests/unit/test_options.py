@@ -9,7 +9,16 @@ import pytest
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.option_types import one_of, positive_int
-from trlstack.options import add_settings, flag, repeated, setting, settings_from, switch
+from trlstack.options import (
+    Setting,
+    add_setting,
+    add_settings,
+    flag,
+    repeated,
+    setting,
+    settings_from,
+    switch,
+)
 from trlstack.roles.command_line import split_extra
 
 
@@ -181,3 +190,60 @@ def test_a_flag_shows_its_help_as_written(capsys):
     help = " ".join(parser.format_help().split())
     assert "--nodes N how many nodes --model MODEL which model [default: tiny] --bind BIND a folder" in help
     assert "NAME what to run" in help
+
+
+@dataclass(frozen=True)
+class Named:
+    """A flag with a short name, a required flag with choices, and switches with and without a variable."""
+
+    format: str = flag("which format", choices=["x", "y"])
+    output: str | None = flag("where [default: here]", None, metavar="FILE", aliases=("-o",))
+    dry_run: bool = switch(None, "print, do nothing")
+    cpu: bool = switch(Env.CPU, "on the CPU")
+
+
+def parse_named(environ, argv):
+    parser = Parser(prog="t")
+    add_settings(parser, Named, environ)
+    return settings_from(Named, parser.parse_args(argv))
+
+
+def test_a_flag_answers_to_its_aliases_and_a_required_one_to_its_choices_only():
+    assert parse_named({}, ["--format", "x"]) == Named("x")
+    assert parse_named({}, ["--format", "y", "-o", "f"]).output == "f"
+    assert parse_named({}, ["--format", "y", "--output=f"]).output == "f"
+    with pytest.raises(
+        UsageError, match=r"the following arguments are required: --format \(see `t --help`\)"
+    ):
+        parse_named({}, ["-o", "f"])
+    with pytest.raises(UsageError, match="argument --format: invalid choice: 'z'"):
+        parse_named({}, ["--format", "z"])
+    with pytest.raises(UsageError, match="argument -o/--output: expected one argument"):
+        parse_named({}, ["--format", "x", "-o"])
+
+
+def test_a_switch_without_a_variable_is_its_flag_only():
+    assert parse_named({"TRLSTACK_CPU": "1"}, ["--format", "x"]) == Named("x", cpu=True)
+    assert parse_named({}, ["--format", "x", "--dry-run"]).dry_run is True
+    assert parse_named({}, ["--format", "x"]).dry_run is False
+
+
+def test_help_shows_the_aliases_first_and_a_switch_without_a_variable_as_written():
+    parser = Parser(prog="t")
+    add_settings(parser, Named, {})
+    usage = " ".join(parser.format_usage().split())
+    assert usage == "usage: t [-h] --format {x,y} [-o FILE] [--dry-run] [--cpu]"
+    help = " ".join(parser.format_help().split())
+    assert "-o FILE, --output FILE where [default: here]" in help
+    assert "--dry-run print, do nothing --cpu on the CPU [env TRLSTACK_CPU; default: False]" in help
+
+
+def test_an_alias_names_the_setting_in_the_environment_too():
+    spec = Setting(Env.OUTPUT_DIR, "where", aliases=("-d",))
+    parser = Parser(prog="t")
+    add_setting(parser, "output_dir", spec, "out", {"TRLSTACK_OUTPUT_DIR": "env"})
+    assert parser.parse_args([]).output_dir == "env"
+    assert parser.parse_args(["-d", "flag"]).output_dir == "flag"
+    assert "-d OUTPUT_DIR, --output-dir OUTPUT_DIR where [env TRLSTACK_OUTPUT_DIR; default: env]" in " ".join(
+        parser.format_help().split()
+    )

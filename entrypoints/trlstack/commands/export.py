@@ -6,8 +6,8 @@
 - `sqsh` (enroot, what Pyxis runs): `enroot import --output OUT dockerd://IMAGE`.
 
 The file is written under a temporary name and renamed when complete, never over an existing file; its sha256
-is printed (`sha256sum -c` format) and kept beside it as OUT.sha256. `export_steps` is a pure function of the
-request; `run` carries the steps out.
+is printed (`sha256sum -c` format) and kept beside it as OUT.sha256. The request's flags are declared once
+(ExportRequest); `export_steps` is a pure function of the request; `run` carries the steps out.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from pathlib import Path
 from trlstack.command import Command
 from trlstack.errors import UsageError
 from trlstack.files import cannot_create_in
+from trlstack.options import add_settings, flag, settings_from, switch
 
 FORMATS = ("sif", "sqsh")
 # squashfs compression of the image file. gzip is what every kernel and squashfuse read; zstd at level 3
@@ -98,21 +99,30 @@ def sha256(path: Path) -> str:
 # ----------------------------------------------------------------------------------------------- the CLI
 
 
+@dataclass(frozen=True)
+class ExportRequest:
+    """What `trlstack export` makes: from which image, in which format, where; or only the commands."""
+
+    image: str = flag("image reference, or a .tar made by `docker save`", positional=True, metavar="IMAGE")
+    format: str = flag("sif (Apptainer) or sqsh (enroot)", choices=FORMATS)
+    output: str | None = flag(
+        "the file to make [default: NAME_TAG.FORMAT]", None, metavar="FILE", aliases=("-o",)
+    )
+    compression: str | None = flag(
+        "squashfs compression [default: the tool's own, gzip]; zstd builds several times faster",
+        None,
+        choices=list(COMPRESSION),
+    )
+    print_command: bool = switch(None, "print the commands, run nothing")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Turn the built image into an Apptainer .sif or an enroot .sqsh (for Pyxis), printing its sha256. "
         "IMAGE is an image the local Docker engine has (e.g. trlstack:latest) or, for sif, a `docker save` "
         "archive (.tar)."
     )
-    parser.add_argument("image", metavar="IMAGE", help="image reference, or a .tar made by `docker save`")
-    parser.add_argument("--format", choices=FORMATS, required=True, help="sif (Apptainer) or sqsh (enroot)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="the file to make [default: NAME_TAG.FORMAT]")
-    parser.add_argument(
-        "--compression",
-        choices=list(COMPRESSION),
-        help="squashfs compression [default: the tool's own, gzip]; zstd builds several times faster",
-    )
-    parser.add_argument("--print-command", action="store_true", help="print the commands, run nothing")
+    add_settings(parser, ExportRequest, os.environ)
 
 
 def _check_request(plan: Export, image: str) -> None:
@@ -149,10 +159,11 @@ def _check_request(plan: Export, image: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    output = Path(args.output) if args.output else default_output(args.image, args.format)
-    image = os.path.abspath(args.image) if is_archive(args.image) else args.image
-    plan = export_steps(args.format, image, Path(os.path.abspath(output)), args.compression)
-    if args.print_command:
+    request = settings_from(ExportRequest, args)
+    output = Path(request.output) if request.output else default_output(request.image, request.format)
+    image = os.path.abspath(request.image) if is_archive(request.image) else request.image
+    plan = export_steps(request.format, image, Path(os.path.abspath(output)), request.compression)
+    if request.print_command:
         for step in plan.steps:
             print(step.shell())
         print(f"mv {shlex.quote(str(plan.partial))} {shlex.quote(str(plan.output))}")

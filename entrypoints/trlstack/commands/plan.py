@@ -8,17 +8,54 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, gpu_count, parse_gpu_spec
 from trlstack.option_types import positive_int
-from trlstack.options import add_setting, add_settings, settings_from
+from trlstack.options import add_settings, declared, flag, settings_from, switch
 from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, make_plan
 from trlstack.plan.env_check import check_env
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    """What `trlstack plan` is asked: for how many GPUs, split how, for which server, written how and where;
+    or to check the plan in the environment instead (--check)."""
+
+    gpus: int | None = flag("plan for N GPUs (default: detect this machine's)", None, gpu_count, metavar="N")
+    serve_gpus: str | None = flag("GPUs for vLLM, e.g. 0-3 (default: the rest)", None, metavar="SPEC")
+    train_gpus: str | None = flag("GPUs for training, e.g. 4-7 (default: the rest)", None, metavar="SPEC")
+    serve: int | None = flag("the first N GPUs serve, the rest train", None, positive_int, metavar="N")
+    share_gpus: bool = switch(
+        None,
+        "run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
+        "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
+        "instead of P2P/NVLink (the default on a machine of one GPU)",
+    )
+    tensor_parallel_size: int = declared(TENSOR_PARALLEL, 1)
+    gpu_memory_utilization: float | None = declared(MEMORY_FRACTION)
+    num_heads: int | None = flag(
+        "the model's attention heads, to check the tensor-parallel size", None, positive_int, metavar="N"
+    )
+    format: str = flag("output format [default: table]", "table", choices=FORMATS)
+    output: str | None = flag(
+        "write to FILE (atomically) instead of standard output", None, metavar="FILE", aliases=("-o",)
+    )
+    check: bool = switch(
+        None,
+        f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} as "
+        "compose passes them from .env (compose's plan-check service runs this before either role starts)",
+    )
+
+
+SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus")
+SERVER = ("tensor_parallel_size", "gpu_memory_utilization", "num_heads")
+RESULT = ("format", "output", "check")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,42 +64,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "half (rounded down, at least one) and training the rest. `--format env -o .env` writes the keys "
         "compose reads, keeping every other line of an existing file."
     )
-    parser.add_argument(
-        "--gpus", type=gpu_count, metavar="N", help="plan for N GPUs (default: detect this machine's)"
+    add_settings(parser, PlanRequest, os.environ, only=("gpus",))
+    add_settings(
+        parser.add_argument_group("split (default: half and half)"), PlanRequest, os.environ, only=SPLIT
     )
-    split = parser.add_argument_group("split (default: half and half)")
-    split.add_argument("--serve-gpus", metavar="SPEC", help="GPUs for vLLM, e.g. 0-3 (default: the rest)")
-    split.add_argument("--train-gpus", metavar="SPEC", help="GPUs for training, e.g. 4-7 (default: the rest)")
-    split.add_argument(
-        "--serve", type=positive_int, metavar="N", help="the first N GPUs serve, the rest train"
-    )
-    split.add_argument(
-        "--share-gpus",
-        action="store_true",
-        help="run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
-        "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
-        "instead "
-        "of P2P/NVLink (the default on a machine of one GPU)",
-    )
-    add_setting(parser, "tensor_parallel_size", TENSOR_PARALLEL, 1, os.environ)
-    add_setting(parser, "gpu_memory_utilization", MEMORY_FRACTION, None, os.environ)
-    parser.add_argument(
-        "--num-heads",
-        type=positive_int,
-        metavar="N",
-        help="the model's attention heads, to check the tensor-parallel size",
-    )
+    add_settings(parser, PlanRequest, os.environ, only=SERVER)
     add_settings(parser, Ports, os.environ)
-    parser.add_argument("--format", choices=FORMATS, default="table", help="output format [default: table]")
-    parser.add_argument(
-        "-o", "--output", metavar="FILE", help="write to FILE (atomically) instead of standard output"
-    )
-    parser.add_argument(
-        "--check",
-        action="store_true",
-        help=f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} as "
-        "compose passes them from .env (compose's plan-check service runs this before either role starts)",
-    )
+    add_settings(parser, PlanRequest, os.environ, only=RESULT)
 
 
 def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
@@ -88,39 +96,41 @@ def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.check:
+    request = settings_from(PlanRequest, args)
+    if request.check:
         print(f"trlstack plan: {check_env(os.environ)}", file=sys.stderr)
         return 0
     ports = settings_from(Ports, args)
-    serve_gpus = None if args.serve_gpus is None else parse_gpu_spec(args.serve_gpus, "--serve-gpus")
-    train_gpus = None if args.train_gpus is None else parse_gpu_spec(args.train_gpus, "--train-gpus")
+    serve_gpus = None if request.serve_gpus is None else parse_gpu_spec(request.serve_gpus, "--serve-gpus")
+    train_gpus = None if request.train_gpus is None else parse_gpu_spec(request.train_gpus, "--train-gpus")
     plan = make_plan(
-        machine_gpus(args.gpus, os.environ),
+        machine_gpus(request.gpus, os.environ),
         serve_gpus=serve_gpus,
         train_gpus=train_gpus,
-        serve_count=args.serve,
-        tensor_parallel_size=args.tensor_parallel_size,
-        num_heads=args.num_heads,
+        serve_count=request.serve,
+        tensor_parallel_size=request.tensor_parallel_size,
+        num_heads=request.num_heads,
         port=ports.port,
         group_port=ports.group_port,
-        share_gpus=args.share_gpus,
-        gpu_memory_utilization=args.gpu_memory_utilization,
+        share_gpus=request.share_gpus,
+        gpu_memory_utilization=request.gpu_memory_utilization,
     )
-    if args.output is None:
-        sys.stdout.write(render(plan, args.format))
+    if request.output is None:
+        sys.stdout.write(render(plan, request.format))
         return 0
-    if not args.output.strip():
+    output = request.output
+    if not output.strip():
         raise UsageError("--output is empty; name a file such as .env, or leave -o out for standard output.")
-    if os.path.isdir(args.output):
-        raise UsageError(f"--output {args.output} is a directory; name a file such as {args.output}/.env.")
-    if args.format == "env" and os.path.exists(args.output):
-        with open(args.output) as stream:
+    if os.path.isdir(output):
+        raise UsageError(f"--output {output} is a directory; name a file such as {output}/.env.")
+    if request.format == "env" and os.path.exists(output):
+        with open(output) as stream:
             text = merge_env(stream.read(), plan)
     else:
-        text = render(plan, args.format)
+        text = render(plan, request.format)
     try:
-        write_atomically(args.output, text)
+        write_atomically(output, text)
     except OSError as error:
-        raise UsageError(f"cannot write {args.output}: {error.strerror}; choose a writable path.") from None
-    print(f"trlstack plan: wrote {args.output}", file=sys.stderr)
+        raise UsageError(f"cannot write {output}: {error.strerror}; choose a writable path.") from None
+    print(f"trlstack plan: wrote {output}", file=sys.stderr)
     return 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
-from trlstack.options import add_settings, setting, settings_from
+from trlstack.options import add_settings, flag, setting, settings_from
 
 MARKER = "tiny.json"
 PARTS = ("model", "reward_model", "dataset")
@@ -165,9 +165,9 @@ def smoke_commands(root: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class TinySettings:
-    """What `trlstack tiny` makes, and where. `dir` (DIR) is the command's own argument, not a setting."""
+    """What `trlstack tiny` makes, and where. `dir` (DIR) is the command's own flag: no variable gives it."""
 
-    dir: str
+    dir: str = flag("folder to create (or one made by this command before)", positional=True, metavar="DIR")
     seed: int = setting(Env.TINY_SEED, "random seed of the weights and data", 0, int)
     rows: int = setting(Env.TINY_ROWS, "dataset rows (at least 8: a batch)", 64, int)
 
@@ -181,12 +181,11 @@ DESCRIPTION = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = DESCRIPTION
-    parser.add_argument("dir", metavar="DIR", help="folder to create (or one made by this command before)")
     add_settings(parser, TinySettings, os.environ)
 
 
 def run(args: argparse.Namespace) -> int:
-    return make_assets(settings_from(TinySettings, args, dir=args.dir))
+    return make_assets(settings_from(TinySettings, args))
 
 
 def make_assets(settings: TinySettings) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.gpus import gpu_count
-from trlstack.options import add_settings, settings_from
+from trlstack.options import Setting, add_setting, add_settings, settings_from
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -55,15 +55,20 @@ def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+PREVIEW_GPUS = Setting(
+    None,
+    "with --print-command: show the command for N visible GPUs instead of detecting them",
+    gpu_count,
+    metavar="N",
+)
+
+
 def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
-    """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs)."""
-    parser.add_argument(
-        "--gpus",
-        type=gpu_count,
-        metavar="N",
-        help="with --print-command: show the command for N visible GPUs instead of detecting them",
-    )
-    parser.add_argument("--print-command", action="store_true", help=f"print {prints}; run nothing")
+    """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs):
+    flags only, no variable read."""
+    add_setting(parser, "gpus", PREVIEW_GPUS, None, {})
+    print_command = Setting(None, f"print {prints}; run nothing", kind="switch")
+    add_setting(parser, "print_command", print_command, False, {})
 
 
 def check_preview(args: argparse.Namespace, chooses: str) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 from trlstack.cli import main
-from trlstack.commands.export import default_output, export_steps
+from trlstack.commands.export import ExportRequest, add_arguments, default_output, export_steps
+from trlstack.errors import Parser, UsageError
+from trlstack.options import settings_from
 
 
 def test_sif_from_an_image_saves_it_then_builds_beside_the_output():
@@ -71,6 +73,36 @@ def test_print_command_shows_the_steps_and_runs_nothing(tmp_path, capsys, monkey
         f"mv {tmp_path}/.trlstack_1.sqsh.partial {tmp_path}/trlstack_1.sqsh",
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+def request(argv):
+    parser = Parser(prog="trlstack export")
+    add_arguments(parser)
+    return settings_from(ExportRequest, parser.parse_args(argv))
+
+
+def test_the_request_is_read_from_its_flags_output_as_o_or_output():
+    assert request(["--format", "sif", "trlstack:1"]) == ExportRequest("trlstack:1", "sif")
+    for given in (["-o", "t.sqsh"], ["--output", "t.sqsh"], ["--output=t.sqsh"]):
+        argv = ["--format", "sqsh", *given, "--compression", "zstd", "--print-command", "trlstack:1"]
+        assert request(argv) == ExportRequest("trlstack:1", "sqsh", "t.sqsh", "zstd", print_command=True)
+
+
+def test_format_and_image_are_required_and_the_help_shows_each_flag_as_declared():
+    with pytest.raises(UsageError, match=r"the following arguments are required: --format \(see"):
+        request(["trlstack:1"])
+    with pytest.raises(UsageError, match="the following arguments are required: IMAGE"):
+        request(["--format", "sif"])
+    parser = Parser(prog="trlstack export")
+    add_arguments(parser)
+    usage = " ".join(parser.format_usage().split())
+    assert usage == (
+        "usage: trlstack export [-h] --format {sif,sqsh} [-o FILE] [--compression {gzip,zstd}] "
+        "[--print-command] IMAGE"
+    )
+    help = " ".join(parser.format_help().split())
+    assert "-o FILE, --output FILE the file to make [default: NAME_TAG.FORMAT]" in help
+    assert "--print-command print the commands, run nothing" in help
 
 
 @pytest.mark.parametrize(

@@ -29,7 +29,7 @@ def test_the_settings_come_from_flags_or_variables(monkeypatch):
     monkeypatch.setenv("TRLSTACK_TINY_ROWS", "32")
     parser = Parser(prog="t")
     tiny.add_arguments(parser)
-    given = settings_from(tiny.TinySettings, parser.parse_args(["d", "--seed", "3"]), dir="d")
+    given = settings_from(tiny.TinySettings, parser.parse_args(["d", "--seed", "3"]))
     assert given == tiny.TinySettings("d", seed=3, rows=32)
     with pytest.raises(UsageError, match="argument --rows: invalid int value: 'x'"):
         parser.parse_args(["d", "--rows", "x"])

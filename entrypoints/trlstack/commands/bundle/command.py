@@ -16,17 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Make an offline install of the locked GPU stack (uv.lock) for a machine without a package index: "
         "a wheelhouse, or a packed site folder, plus install.sh for the target."
     )
-    parser.add_argument("dir", metavar="DIR", help="new folder to write the bundle into")
     add_settings(parser, BundleSettings, os.environ)
-    parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the requirements the bundle would hold and what stays out",
-    )
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = settings_from(BundleSettings, args, dir=args.dir, dry_run=args.dry_run)
+    settings = settings_from(BundleSettings, args)
     out = make_bundle(settings)
     if not settings.dry_run:
         print(

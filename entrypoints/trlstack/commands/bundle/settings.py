@@ -11,7 +11,7 @@ from trlstack.commands.bundle.contents import OPTIONAL
 from trlstack.commands.bundle.script import FORMATS
 from trlstack.defaults import Env
 from trlstack.option_types import one_of
-from trlstack.options import repeated, setting, switch
+from trlstack.options import flag, repeated, setting, switch
 
 THIS_PYTHON = "{}.{}".format(*sys.version_info[:2])
 
@@ -32,9 +32,9 @@ _OPTIONAL_HELP = "; ".join(f"{name}: {info.why}" for name, info in OPTIONAL.item
 @dataclass(frozen=True)
 class BundleSettings:
     """What `trlstack bundle` makes, and for which target. `dir` (DIR) and `dry_run` (--dry-run) are the
-    command's own arguments, not settings: no variable gives them."""
+    command's own flags: no variable gives them."""
 
-    dir: str
+    dir: str = flag("new folder to write the bundle into", positional=True, metavar="DIR")
     python_version: str = setting(Env.BUNDLE_PYTHON_VERSION, "target Python, e.g. 3.12", THIS_PYTHON)
     platform: str = setting(
         Env.BUNDLE_PLATFORM,
@@ -72,4 +72,4 @@ class BundleSettings:
     pip: str | None = setting(
         Env.BUNDLE_PIP, "pip command to use (default: this Python's pip, else pip3 on PATH)"
     )
-    dry_run: bool = False
+    dry_run: bool = switch(None, "print the requirements the bundle would hold and what stays out")

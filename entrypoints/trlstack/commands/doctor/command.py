@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from trlstack import __version__
 from trlstack.commands.doctor.judge import MIN_DRIVER, Facts, Finding, judge
 from trlstack.defaults import Env
-from trlstack.options import add_settings, settings_from
+from trlstack.options import Setting, add_setting, add_settings, settings_from
 from trlstack.ports import Ports, port_problem
 
 
@@ -73,6 +73,9 @@ def gather_facts(ports: tuple[int, ...], environ: Mapping[str, str] | None = Non
     )
 
 
+STRICT = Setting(None, "exit 1 when any warning or failure is found", kind="switch")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         f"Check this machine for the stack: NVIDIA driver (CUDA 13 needs >= {MIN_DRIVER}), GPUs and their "
@@ -80,7 +83,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "installed versions against the pins. Exit 0 unless --strict."
     )
     add_settings(parser, Ports, os.environ)
-    parser.add_argument("--strict", action="store_true", help="exit 1 when any warning or failure is found")
+    add_setting(parser, "strict", STRICT, False, os.environ)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,24 @@ from trlstack.commands.slurm.settings import (
 )
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
-from trlstack.options import add_settings, settings_from
+from trlstack.options import add_settings, flag, settings_from, switch
 from trlstack.roles.command_line import split_extra
 from trlstack.roles.serve import ServeSettings
 from trlstack.roles.train.checks import check_resume_choice, resolve_recipe
 from trlstack.roles.train.launch import run_config
 from trlstack.roles.train.preflight import previous_run_to_move
 from trlstack.roles.train.settings import TrainSettings
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What becomes of the script: printed (dry_run), or written to `output` and maybe submitted."""
+
+    dry_run: bool = switch(None, "print the script, write and submit nothing")
+    submit: bool = switch(None, "write the script and submit it with sbatch")
+    output: str | None = flag(
+        "script file [default: OUTPUT_DIR/NAME.sbatch]", None, metavar="FILE", aliases=("-o",)
+    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -57,12 +68,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     network = parser.add_argument_group("network")
     add_settings(network, SlurmSettings, environ, only=NETWORK)
     add_settings(network, JobPorts, environ)
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--dry-run", action="store_true", help="print the script, write and submit nothing")
-    what.add_argument("--submit", action="store_true", help="write the script and submit it with sbatch")
-    parser.add_argument(
-        "-o", "--output", metavar="FILE", help="script file [default: OUTPUT_DIR/NAME.sbatch]"
-    )
+    add_settings(parser.add_mutually_exclusive_group(), Delivery, environ, only=("dry_run", "submit"))
+    add_settings(parser, Delivery, environ, only=("output",))
     _keep_extra_apart(parser)
 
 
@@ -118,11 +125,12 @@ def run(args: argparse.Namespace) -> int:
     from trlstack import outputs
 
     settings, config = read_settings(args)
+    delivery = settings_from(Delivery, args)
     text = render(check(settings))
-    if args.dry_run:
+    if delivery.dry_run:
         sys.stdout.write(text)
         return 0
-    host_checks(settings, submit=args.submit)
+    host_checks(settings, submit=delivery.submit)
     # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
     # moves it aside here, once (never deleted), --resume lets the trainers continue it.
     run_dir = Path(settings.run_dir)
@@ -131,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     if aside is not None:
         outputs.move_aside(run_dir, aside)
         say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
-    path = Path(args.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
     if path.is_dir():
         raise UsageError(
             f"--output {path} is a directory; name a file such as {path}/{settings.name}.sbatch."
@@ -151,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"cannot write {path} ({error.strerror}); choose a writable --output (or --output-dir)."
         ) from None
-    if not args.submit:
+    if not delivery.submit:
         print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
         return 0
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)

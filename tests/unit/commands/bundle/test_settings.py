@@ -14,7 +14,7 @@ from trlstack.options import add_settings, settings_from
 def settings(environ, *argv):
     parser = Parser(prog="t")
     add_settings(parser, BundleSettings, environ)
-    return settings_from(BundleSettings, parser.parse_args(argv), dir="b")
+    return settings_from(BundleSettings, parser.parse_args(["b", *argv]))
 
 
 def test_the_defaults_are_the_commands_before():
