@@ -23,6 +23,7 @@ fi
 
 # Mount points, from /proc/self/mountinfo (field 5; spaces come escaped as \040, which -path matches literally).
 prune=""
+# shellcheck disable=SC2013 # field 5 holds no blank (the kernel escapes it), so each word is a line, one point
 for point in $(awk '$5 != "/" { print $5 }' /proc/self/mountinfo | sort -u); do
   prune="$prune -path $point -prune -o"
 done

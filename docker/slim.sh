@@ -21,12 +21,11 @@ done
 # A build backend two wheels leak into site-packages' top level (flashinfer-python and torch-c-dlpack-ext each
 # ship their own build_backend.py): nothing imports it at run time, and which copy survives would depend on the
 # order uv installs the two in, so no build keeps either.
-for leaked in "$site"/build_backend.py; do
-  if [ -f "$leaked" ]; then
-    rm "$leaked" "$site"/__pycache__/build_backend.*.pyc
-    printf 'removed\t%s\n' "${leaked#"$venv"/}" >>"$changes"
-  fi
-done
+leaked="$site"/build_backend.py
+if [ -f "$leaked" ]; then
+  rm "$leaked" "$site"/__pycache__/build_backend.*.pyc
+  printf 'removed\t%s\n' "${leaked#"$venv"/}" >>"$changes"
+fi
 
 # Debug sections of shared libraries: the loader never maps them (libtriton alone carries 230 MB).
 find "$site" -name '*.so*' -type f -print0 |

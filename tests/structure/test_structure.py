@@ -53,11 +53,6 @@ def test_dockerfiles_are_hadolint_clean() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-# Findings in scripts whose owners fix them apart from this check, by file: each must still be found, so an
-# entry goes once its file is clean.
-SHELLCHECK_PENDING = {"docker/normalize-layer.sh": {"SC2013"}, "docker/slim.sh": {"SC2043"}}
-
-
 def shell_scripts() -> list[Path]:
     """Every .sh file of the checkout: the package's (trlstack/commands/slurm/*.sh), scripts/, docker/, the
     tests'; not the ones under hidden folders (.venv, .git) or in another checkout inside this one (a
@@ -75,19 +70,16 @@ def shell_scripts() -> list[Path]:
 def test_shell_scripts_are_shellcheck_clean() -> None:
     scripts = shell_scripts()
     assert Path("entrypoints/trlstack/commands/slurm/prepare.sh") in scripts
+    assert Path("entrypoints/trlstack/commands/slurm/node-check.sh") in scripts
     done = subprocess.run(
         [tool("shellcheck"), "--format=gcc", *map(str, scripts)], cwd=REPO, capture_output=True, text=True
     )
     assert done.stderr == "", done.stderr
     # gcc format: `FILE:LINE:COLUMN: LEVEL: MESSAGE [SCNNNN]`
-    findings = {
-        line: (line.split(":")[0], line.rsplit("[", 1)[-1].rstrip("]")) for line in done.stdout.splitlines()
-    }
-    pending = {(path, code) for path, codes in SHELLCHECK_PENDING.items() for code in codes}
-    seen = set(findings.values())
-    new = [line for line, found in findings.items() if found not in pending]
-    assert new == [], "shellcheck findings (fix them, or say why in a directive):\n" + "\n".join(new)
-    assert pending <= seen, f"fixed, drop from SHELLCHECK_PENDING: {sorted(pending - seen)}"
+    findings = done.stdout.splitlines()
+    assert findings == [], "shellcheck findings (fix them, or say why in a directive):\n" + "\n".join(
+        findings
+    )
 
 
 def locked_versions() -> dict[str, str]:

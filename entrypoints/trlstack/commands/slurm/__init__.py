@@ -8,7 +8,7 @@ Details: slurm/README.md. Check, then render:
 - `layout`: who does what (server and trainer nodes, the GPU plan); `checks`: every check that needs only
   the settings, once, giving the `Job` that rendering takes;
 - `render`, `roles`, `shell`: the script, a pure function of the Job; its fixed parts are the shell files
-  `prepare.sh` and `supervise.sh` beside these modules;
+  `prepare.sh` (each node's check, `node-check.sh`, inserted in it) and `supervise.sh` beside these modules;
 - `host`: the checks of the submit host (shared storage, sbatch, the runtime);
 - `command`: the command line, and writing, printing (--dry-run) or submitting (--submit) the script.
 """

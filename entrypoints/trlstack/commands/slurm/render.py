@@ -1,13 +1,14 @@
 """The sbatch script of a checked job: the header Slurm reads, the settings as shell variables, the fixed
-parts (prepare.sh, supervise.sh) around the lines that start the roles. A pure function of the `Job`, which
-`check` made: rendering checks nothing again. The script explains each step in a comment."""
+parts (prepare.sh with node-check.sh, supervise.sh) around the lines that start the roles. A pure function
+of the `Job`, which `check` made: rendering checks nothing again. The script explains each step in a
+comment."""
 
 from __future__ import annotations
 
 from trlstack.commands.slurm.checks import Job
 from trlstack.commands.slurm.roles import server_command, start, trainer_command
 from trlstack.commands.slurm.settings import CHECK_STEP, SERVER_STEP, TRAINER_STEP
-from trlstack.commands.slurm.shell import assign, fixed_part
+from trlstack.commands.slurm.shell import assembled, assign, fixed_part
 
 
 def _sbatch_header(job: Job) -> list[str]:
@@ -91,7 +92,7 @@ def render(job: Job) -> str:
     """The sbatch script of the checked `job`."""
     layout = job.layout
     lines = ["#!/bin/bash", *_describe(job), "#", *_sbatch_header(job), "", *_settings(job)]
-    lines += ["", *fixed_part("prepare.sh"), ""]
+    lines += ["", *assembled("prepare.sh"), ""]
     if layout.serve_nodes:
         if layout.mode == "cpu":
             lines += [

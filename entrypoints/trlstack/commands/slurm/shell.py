@@ -1,6 +1,6 @@
 """The job script's shell text: words quoted or left for the script to expand, long commands broken between
 options, and the script's fixed parts, read from the shell files beside this module (package data, so
-shellcheck reads them as it reads every other script)."""
+shellcheck reads them as it reads every other script), one of them inserted in another."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ from importlib import resources
 
 # A line that only tells shellcheck something (`# shellcheck disable=SC2086 # why`): not for the job.
 DIRECTIVE = re.compile(r"^\s*# shellcheck ")
+# A line that stands for another shell file's fixed part (`# insert node-check.sh`): a script the job hands to
+# another shell (each node's check, run through srun), kept in a file of its own so that shellcheck reads it.
+INSERT = re.compile(r"^# insert (\S+\.sh)$")
 
 
 class Var(str):
@@ -55,3 +58,12 @@ def fixed_part(name: str) -> list[str]:
     text = resources.files("trlstack.commands.slurm").joinpath(name).read_text(encoding="utf-8")
     _, _, body = text.partition("\n\n")
     return [line for line in body.splitlines() if not DIRECTIVE.match(line)]
+
+
+def assembled(name: str) -> list[str]:
+    """The fixed part of `name`, each of its `# insert FILE` lines replaced by the fixed part of FILE."""
+    found: list[str] = []
+    for line in fixed_part(name):
+        insert = INSERT.match(line)
+        found += fixed_part(insert.group(1)) if insert else [line]
+    return found

@@ -2,7 +2,7 @@
 # The last part of every script `trlstack slurm` writes, after the lines that start the roles (each one's pid
 # in ROLE): it waits for them and ends the job as they end, stopping the server once the trainers are done.
 # Everything after the first empty line goes into the script as written, less the linter's directives
-# (lines that hold nothing else; trlstack/slurm/shell.py).
+# (lines that hold nothing else; trlstack/commands/slurm/shell.py).
 
 # Supervision: the job succeeds when every trainer has finished, and ends as soon as a role fails, naming
 # its node and exit code; Slurm then stops what is left of the job on every node.
