@@ -1,0 +1,1 @@
+"""Tests of trlstack.roles.train, one file a module."""
