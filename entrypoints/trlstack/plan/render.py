@@ -20,7 +20,7 @@ def _summary(plan: Plan) -> str:
         f"training on GPUs {','.join(map(str, plan.train_indices))} ({processes})"
     )
     if plan.share_gpus:
-        summary += f", the same GPUs shared ({layout(plan)})"
+        summary += f"; {layout(plan)}"
     return summary
 
 
