@@ -10,7 +10,7 @@ from .conftest import ROOT, needs_uv
 
 @needs_uv
 def test_the_command_needs_no_without(tmp_path, capsys):
-    """README's bundle command (Air-gapped), which names no --without: the option's default is no value given empty."""
+    """README's bundle command, which names no --without: the option's default is no value given empty."""
     argv = ["bundle", str(tmp_path / "b"), "--project", str(ROOT), "--dry-run", "--python-version", "3.12"]
     assert main(argv + ["--platform", "manylinux_2_39_x86_64"]) == 0
     out = capsys.readouterr().out
