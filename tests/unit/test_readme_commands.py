@@ -133,6 +133,13 @@ exit 0
 """
 
 
+STAND_IN_NVIDIA_SMI = """#!/bin/sh
+# nvidia-smi -L of a machine of two GPUs.
+echo "GPU 0: NVIDIA H200 (UUID: GPU-00000000-0000-0000-0000-000000000000)"
+echo "GPU 1: NVIDIA H200 (UUID: GPU-11111111-1111-1111-1111-111111111111)"
+"""
+
+
 def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path):
     # A copy of the scripts and the image's files, so .env and outputs/ land in the test's folder.
     checkout = tmp_path / "checkout"
@@ -141,7 +148,9 @@ def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path):
     stand_ins = tmp_path / "bin"
     stand_ins.mkdir()
     (stand_ins / "docker").write_text(STAND_IN_DOCKER)
-    (stand_ins / "docker").chmod(0o755)
+    (stand_ins / "nvidia-smi").write_text(STAND_IN_NVIDIA_SMI)
+    for stand_in in stand_ins.iterdir():
+        stand_in.chmod(0o755)
     env = {**dry_environment(), "CALLS": str(tmp_path / "calls")}
     env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
