@@ -1,6 +1,6 @@
 """What the trainer really listens on, measured in the image with what `train` passes and the processes it
 starts (CPU stand-ins where the real one needs a GPU), and that the address train derives for a server on
-another host is one that server reaches. README's listen-address table states these results.
+another host is one that server reaches. compose/README's listen-address table states these results.
 
 Measured under host networking, as compose's shared layout runs the roles: the sockets are the host's. The
 test chooses free ports (as VLLM_GROUP_PORT and accelerate's --main_process_port would), so it never meets

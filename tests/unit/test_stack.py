@@ -1,4 +1,4 @@
-"""The pinned stack comes from trlstack's own metadata; README's table repeats it and must agree."""
+"""The pinned stack comes from trlstack's own metadata; docker/README's table repeats it and must agree."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from trlstack.stack import parse_pins, pinned_stack
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docker" / "README.md"
 
 
 def test_only_exact_pins_of_the_gpu_extra_count():
