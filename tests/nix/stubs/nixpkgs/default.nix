@@ -132,6 +132,7 @@ let
     docker-compose = tool "docker-compose-2.40.0";
     nixfmt = tool "nixfmt-1.1.0";
     nixfmt-tree = tool "nixfmt-tree";
+    shellcheck = tool "shellcheck-0.11.0";
     # The default CUDA set is older than the one trlstack asks for; tests tell them apart.
     cudaPackages = cudaSet "12.9";
     cudaPackages_13 = cudaSet "13.0";
