@@ -32,7 +32,7 @@ if ! docker image inspect "$image" >/dev/null 2>&1; then
   base=${BASE_IMAGE:-$(sed -n 's/^variable "BASE_IMAGE" { default = "\(.*\)" }$/\1/p' docker/docker-bake.hcl)}
   if ! docker image inspect "$base" >/dev/null 2>&1 && ! docker buildx imagetools inspect "$base" >/dev/null 2>&1; then
     echo "up: the base image $base is neither on this machine nor reachable from it, so $image cannot be" \
-      "built. Pass a local Debian trixie image as BASE_IMAGE (docker/README.md, the air-gapped build)," \
+      "built. Pass a local Debian trixie image as BASE_IMAGE (docker/README.md, Build)," \
       "or load $image built elsewhere (docker load)." >&2
     exit 1
   fi

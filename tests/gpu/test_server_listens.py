@@ -1,5 +1,6 @@
 """What serve-vllm really listens on, on a GPU machine: the HTTP API (with the dev-mode endpoints) on exactly
---host:--port, and every other socket of the server's processes reported, for README's listen-address table.
+--host:--port, and every other socket of the server's processes reported, for compose/README.md's
+listen-address table.
 The trainer's side is measured in the image (tests/image/test_listen_addresses.py)."""
 
 from __future__ import annotations
