@@ -16,12 +16,14 @@ deepspeed is not among the locked packages.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
+from trlstack.gpus import Gpu
+from trlstack.plan import memory
 from trlstack.plan.memory import STATES_SHARE, Estimate, gib
 
 SHARDINGS = ("auto", "none", "fsdp2")
@@ -116,7 +118,7 @@ def choose(asked: str, memory: Memory, cpu: bool = False) -> Choice:
         return Choice("none", "DDP: a whole copy fits in each GPU")
     if memory.processes > 1 and memory.possible(sharded=True):
         return Choice("fsdp2", f"DDP would not fit; sharded over {memory.processes} processes")
-    _refuse_impossible(memory, sharded=True)
+    _refuse_impossible(memory, sharded=memory.processes > 1)
     return Choice("none", "DDP: FSDP2 over one process would save nothing")
 
 
@@ -124,7 +126,9 @@ def _refuse_impossible(memory: Memory, sharded: bool) -> None:
     if memory.possible(sharded) is not False:
         return
     assert memory.estimate is not None and memory.available is not None
-    layout = f"FSDP2 over {memory.processes} processes" if sharded else "DDP (a whole copy in each process)"
+    layout = "DDP (a whole copy in each process)"
+    if sharded:
+        layout = f"FSDP2 over {memory.processes} process{'es' if memory.processes > 1 else ''}"
     fixes = []
     if not sharded and memory.possible(sharded=True):
         fixes.append(f"shard it: {FSDP_FIX} (or auto, the default; {Env.SHARDING})")
@@ -223,3 +227,50 @@ def resume_problem(checkpoint: str, shards: int | None, sharding: str, processes
             f"per process; resume with {shards} processes (--num-processes, --num-machines), {fresh}"
         )
     return None
+
+
+def summary(
+    model_config: Mapping[str, Any],
+    gpus: Sequence[Gpu],
+    processes: int,
+    vllm_share: float,
+    recipe: str = "grpo",
+    config: Mapping[str, Any] | None = None,
+) -> list[str]:
+    """The estimate and the choice `--sharding auto` would make, as lines for `trlstack plan` and doctor (a
+    refusal is a line too): the recipe's defaults unless `config` says otherwise."""
+    estimate, why = memory.estimate(model_config, recipe, config or {})
+    sizes = [gpu.memory_bytes for gpu in gpus]
+    smallest = min(size for size in sizes if size) if sizes and all(sizes) else None
+    weighed = Memory(estimate, why, smallest, vllm_share, processes)
+    try:
+        chosen = choose("auto", weighed)
+    except UsageError as error:
+        return [*weighed.lines(), f"sharding: refused: {error}"]
+    return [*weighed.lines(), f"sharding auto: {chosen.sharding} ({chosen.why})"]
+
+
+def read_model_config(reference: str, environ: Mapping[str, str]) -> dict[str, Any]:
+    """config.json of `reference`: the file itself, a folder holding it, or a Hub id in this machine's cache;
+    UsageError naming what to give instead."""
+    import json
+    from pathlib import Path
+
+    from trlstack.models import read_config
+
+    path = Path(reference)
+    if path.is_file():
+        try:
+            found = json.loads(path.read_text())
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            raise UsageError(f"--model {reference}: not a readable JSON file ({error}).") from None
+        if isinstance(found, dict):
+            return found
+        raise UsageError(f"--model {reference}: holds no JSON object, as a config.json does.")
+    config = read_config(reference, environ)
+    if config is None:
+        raise UsageError(
+            f"--model {reference}: no config.json found there; give a model folder holding one, the "
+            "config.json itself, or a Hub id this machine has in its cache."
+        )
+    return config
