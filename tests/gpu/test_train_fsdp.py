@@ -29,7 +29,7 @@ def train(
     argv = [
         "train", "grpo", "--vllm-mode", "colocate", "--sharding", "fsdp2", "--model", str(tiny / "model"),
         "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--",
-        "--max_steps", str(steps), "--save_steps", "2", "--logging_steps", "1", "--bf16", "true",
+        "--max_steps", str(steps), "--save_steps", "2", "--logging_steps", "1",
         "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "16",
         "--vllm_gpu_memory_utilization", "0.3", "--reward_funcs", VARIED_REWARD,
     ]  # fmt: skip
