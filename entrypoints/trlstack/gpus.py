@@ -39,6 +39,7 @@ class Gpu:
     compute_capability: tuple[int, int] | None = None
     driver_version: str | None = None
     parent: str | None = None  # a MIG device's GPU (its UUID)
+    memory_bytes: int | None = None  # the device's memory (a MIG device's own slice), as NVML reports it
 
     @property
     def capability(self) -> str | None:
@@ -212,6 +213,14 @@ def _capability(pynvml: Any, handle: Any) -> tuple[int, int] | None:
     return int(major), int(minor)
 
 
+def _memory(pynvml: Any, handle: Any) -> int | None:
+    """NVML's total memory of a GPU or MIG device, or None where the driver (or the binding) does not say."""
+    try:
+        return int(pynvml.nvmlDeviceGetMemoryInfo(handle).total)
+    except (pynvml.NVMLError, AttributeError):
+        return None
+
+
 def _mig_devices(pynvml: Any, handle: Any, gpu: Gpu) -> list[Gpu]:
     """The MIG devices of a GPU in MIG mode (none otherwise), with the GPU's index and compute capability."""
     try:
@@ -227,7 +236,9 @@ def _mig_devices(pynvml: Any, handle: Any, gpu: Gpu) -> list[Gpu]:
         except pynvml.NVMLError:
             continue  # an empty slot
         uuid, name = _text(pynvml.nvmlDeviceGetUUID(mig)), _text(pynvml.nvmlDeviceGetName(mig))
-        found.append(dataclasses.replace(gpu, uuid=uuid, name=name, parent=gpu.uuid))
+        found.append(
+            dataclasses.replace(gpu, uuid=uuid, name=name, parent=gpu.uuid, memory_bytes=_memory(pynvml, mig))
+        )
     return found
 
 
@@ -253,6 +264,7 @@ def probe() -> Probe:
                 name=_text(pynvml.nvmlDeviceGetName(handle)),
                 compute_capability=_capability(pynvml, handle),
                 driver_version=driver,
+                memory_bytes=_memory(pynvml, handle),
             )
             gpus.append(gpu)
             migs += _mig_devices(pynvml, handle, gpu)

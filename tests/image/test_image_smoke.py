@@ -74,6 +74,7 @@ NEEDS_THE_GPU_STACK = [
     "test_policy.py",
     "test_caches.py",
     "test_passthrough.py",
+    "test_sharding_run.py",
 ]
 
 

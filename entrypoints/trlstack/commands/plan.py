@@ -14,9 +14,9 @@ from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu, gpu_count, parse_gpu_spec
-from trlstack.option_types import positive_int
+from trlstack.option_types import positive_float, positive_int
 from trlstack.options import add_settings, declared, flag, settings_from, switch
-from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, make_plan
+from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, Plan, make_plan
 from trlstack.plan.env_check import check_env
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
@@ -42,6 +42,17 @@ class PlanRequest:
     num_heads: int | None = flag(
         "the model's attention heads, to check the tensor-parallel size", None, positive_int, metavar="N"
     )
+    model: str | None = flag(
+        "estimate for this model: a folder with config.json, the file itself, or a cached Hub id",
+        None,
+        metavar="PATH_OR_CONFIG",
+    )
+    gpu_memory: float | None = flag(
+        "each GPU's memory in GiB, for --gpus N (default: this machine's, as NVML reports it)",
+        None,
+        positive_float,
+        metavar="GIB",
+    )
     format: str = flag("output format [default: table]", "table", choices=FORMATS)
     output: str | None = flag(
         "write to FILE (atomically) instead of standard output", None, metavar="FILE", aliases=("-o",)
@@ -55,6 +66,7 @@ class PlanRequest:
 
 SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus")
 SERVER = ("tensor_parallel_size", "gpu_memory_utilization", "num_heads")
+MEMORY = ("model", "gpu_memory")
 RESULT = ("format", "output", "check")
 
 
@@ -70,6 +82,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_settings(parser, PlanRequest, os.environ, only=SERVER)
     add_settings(parser, Ports, os.environ)
+    add_settings(
+        parser.add_argument_group("memory (the trainer's per-GPU estimate, DDP against FSDP2)"),
+        PlanRequest,
+        os.environ,
+        only=MEMORY,
+    )
     add_settings(parser, PlanRequest, os.environ, only=RESULT)
 
 
@@ -95,6 +113,20 @@ def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
     return visible
 
 
+def memory_lines(plan: Plan, model: str, gpu_memory: float | None) -> list[str]:
+    """The trainer's memory estimate for `model` on the plan's training GPUs (GRPO's defaults)."""
+    import dataclasses
+
+    from trlstack.sharding import read_model_config, summary
+
+    train = list(plan.train)
+    if gpu_memory is not None:
+        train = [dataclasses.replace(gpu, memory_bytes=int(gpu_memory * (1 << 30))) for gpu in train]
+    share = plan.gpu_memory_utilization if plan.share_gpus else 0.0
+    config = read_model_config(model, os.environ)
+    return summary(config, train, plan.num_processes, share)
+
+
 def run(args: argparse.Namespace) -> int:
     request = settings_from(PlanRequest, args)
     if request.check:
@@ -115,6 +147,9 @@ def run(args: argparse.Namespace) -> int:
         share_gpus=request.share_gpus,
         gpu_memory_utilization=request.gpu_memory_utilization,
     )
+    if request.model is not None:
+        for line in memory_lines(plan, request.model, request.gpu_memory):
+            print(f"trlstack plan: {line}", file=sys.stderr)
     if request.output is None:
         sys.stdout.write(render(plan, request.format))
         return 0

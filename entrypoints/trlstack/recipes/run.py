@@ -110,6 +110,7 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
         STOP.phase = "training"
         output = train(trainer, *args, **kwargs)
         STOP.phase = "finishing"
+        save_whole(trainer)
         step = callback.stopped_at
         if step is not None and step < trainer.state.max_steps:
             where = os.path.join(trainer.args.output_dir, f"checkpoint-{step}")
@@ -118,6 +119,15 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
         return output
 
     return train_until_stopped
+
+
+def save_whole(trainer: Any) -> None:
+    """Make the script's final save_model write the whole model (safetensors, as without sharding): an FSDP2
+    run saves its checkpoints sharded, one shard per process, and transformers then saves no weights at the
+    end at all. Every process gathers; the first writes."""
+    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
+    if plugin is not None and "SHARDED_STATE_DICT" in str(plugin.state_dict_type):
+        plugin.set_state_dict_type("FULL_STATE_DICT")
 
 
 def load_cpu_n_locations() -> None:

@@ -11,8 +11,10 @@ from collections.abc import Mapping
 from trlstack import __version__
 from trlstack.commands.doctor.judge import MIN_DRIVER, Facts, Finding, judge
 from trlstack.defaults import Env
+from trlstack.errors import UsageError
 from trlstack.options import Setting, add_setting, add_settings, settings_from
 from trlstack.ports import Ports, port_problem
+from trlstack.sharding import read_model_config
 
 
 def render(findings: list[Finding]) -> str:
@@ -86,8 +88,33 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting(parser, "strict", STRICT, False, os.environ)
 
 
+def memory_finding(facts: Facts, environ: Mapping[str, str]) -> list[Finding]:
+    """The trainer's memory estimate for the model in TRLSTACK_MODEL, when it is a local folder with a
+    config.json, on the default plan for this machine's visible GPUs."""
+    from trlstack.gpus import select_visible
+    from trlstack.plan import make_plan
+    from trlstack.sharding import summary
+
+    model = environ.get(Env.MODEL, "")
+    if not model or not os.path.isfile(os.path.join(model, "config.json")):
+        return []
+    try:
+        visible = select_visible(facts.probe.gpus, facts.cuda_visible_devices, facts.probe.mig)
+        plan = make_plan(visible) if visible else None
+        config = read_model_config(model, environ)
+    except UsageError as error:
+        return [Finding("warn", "memory", f"{Env.MODEL}={model}: {error}")]
+    if plan is None:
+        return [Finding("info", "memory", f"{Env.MODEL}={model}: no GPU to estimate for")]
+    share = plan.gpu_memory_utilization if plan.share_gpus else 0.0
+    lines = summary(config, plan.train, plan.num_processes, share)
+    level = "warn" if any(line.startswith("sharding: refused") for line in lines) else "info"
+    return [Finding(level, "memory", f"{Env.MODEL}={model} on the default plan: " + "; ".join(lines))]
+
+
 def run(args: argparse.Namespace) -> int:
     ports = settings_from(Ports, args)
-    findings = judge(gather_facts((ports.port, ports.group_port)))
+    facts = gather_facts((ports.port, ports.group_port))
+    findings = judge(facts) + memory_finding(facts, os.environ)
     sys.stdout.write(render(findings))
     return exit_code(findings, args.strict)

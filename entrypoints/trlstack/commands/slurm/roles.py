@@ -75,6 +75,7 @@ def trainer_command(job: Job) -> list[str]:
         ("--reward-model", run.reward_model),
     ):
         argv += [flag, value] if value else []
+    argv += ["--sharding", run.sharding] if run.sharding != "auto" else []  # auto: each node alike decides
     argv += ["--output-dir", Var('"$RUN_DIR"'), *(["--resume"] if run.resume else [])]
     if layout.mode == "cpu":
         argv.append("--cpu")

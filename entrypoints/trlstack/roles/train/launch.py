@@ -8,11 +8,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trlstack import addresses, policy
+from trlstack import addresses, policy, sharding
 from trlstack.command import Command
 from trlstack.defaults import VLLM_ENV, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
+from trlstack.plan import memory
 from trlstack.recipes import RUNNER, Recipe
 from trlstack.roles.train.checks import check_contradictions, resolve_recipe
 from trlstack.roles.train.settings import TrainSettings
@@ -49,6 +50,10 @@ class Launch:
     config: dict[str, Any]
     config_path: Path
     notes: list[str]
+    sharding: str = "none"
+    processes: int = 1  # over all machines
+    accelerate_config: dict[str, Any] | None = None  # --sharding fsdp2: written to accelerate_path
+    accelerate_path: Path | None = None
 
 
 def _model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -106,6 +111,37 @@ def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int =
     return [*argv, "--num_machines", str(machines), "--mixed_precision", mixed, "--dynamo_backend", "no"]
 
 
+# accelerate turns FSDP on only for accelerators: on the CPU its processes make a gloo group (MULTI_CPU),
+# which AcceleratorState never shards (FSDP is set only for the GPU-like distributed types).
+CPU_SHARDING = (
+    "--sharding fsdp2 with --cpu: accelerate shards only on GPUs (on the CPU it never turns FSDP on), so the "
+    "smoke run cannot shard; drop --sharding (or set it to none) for --cpu"
+)
+
+
+def training_memory(
+    settings: TrainSettings,
+    config: Mapping[str, Any],
+    recipe: Recipe,
+    gpus: Sequence[Gpu],
+    model_config: Mapping[str, Any] | None,
+    processes: int,
+) -> sharding.Memory:
+    """What the sharding choice weighs: the estimate for the model's config.json (None: not readable here),
+    the smallest training GPU, vLLM's share of it when it runs on the same GPU."""
+    from trlstack.plan import SHARED_MEMORY_FRACTION
+
+    if model_config is None:
+        estimate, why = None, f"no config.json of {config.get('model_name_or_path')} is readable here"
+    else:
+        estimate, why = memory.estimate(model_config, recipe.name, config)
+    sizes = [gpu.memory_bytes for gpu in gpus]
+    smallest = min(size for size in sizes if size) if sizes and all(sizes) else None
+    server = SHARED_MEMORY_FRACTION if settings.share_gpus and settings.mode == "server" else None
+    share = memory.vllm_share(settings.mode, config, recipe.name, server)
+    return sharding.Memory(estimate, why, smallest, share, processes)
+
+
 def machine_options(settings: TrainSettings) -> list[str]:
     """accelerate's options that place this machine among several (none on one machine, where torch keeps its
     own port). The static rendezvous gives each machine the rank it is told, so the rank-0 machine, which
@@ -155,13 +191,15 @@ def build_launch(
     gpus: Sequence[Gpu],
     checkpoint: Path | None = None,
     unavailable: Callable[[str], str | None] = lambda implementation: None,
+    model_config: Mapping[str, Any] | None = None,
     route: Callable[[str, int], str] = addresses.local_address_toward,
     is_local: Callable[[str], bool] = addresses.is_local_address,
 ) -> Launch:
     """The accelerate command and the merged config for a run; UsageError naming the fix for bad input.
 
-    `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and check the trainer's
-    address for a server on another host (addresses.trainer_host_ip)."""
+    `model_config` is the model's config.json (None: not readable), for the memory estimate that decides
+    --sharding auto; `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and
+    check the trainer's address for a server on another host (addresses.trainer_host_ip)."""
     from trlstack import trainconfig  # YAML: not imported for --help
 
     recipe = resolve_recipe(settings.recipe)
@@ -203,6 +241,14 @@ def build_launch(
         where = f"{settings.main_process_ip}:{settings.main_process_port}"
         notes.append(f"machine rank {settings.machine_rank} of {settings.num_machines}, meeting at {where}")
 
+    total = processes * settings.num_machines
+    if settings.cpu and settings.sharding == "fsdp2":
+        raise UsageError(CPU_SHARDING)
+    weighed = training_memory(settings, config, recipe, gpus, model_config, total)
+    chosen = sharding.choose(settings.sharding, weighed, settings.cpu)
+    notes += [] if settings.cpu else weighed.lines()
+    notes.append(f"sharding {chosen.sharding} ({chosen.why})")
+
     init_kwargs = _model_init_kwargs(config, source)
     if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
         notes.append(f"attention as set in {source}")
@@ -223,13 +269,35 @@ def build_launch(
             "1"  # its trainer lives in trl.experimental; we chose it knowingly
         )
     path = trainconfig.merged_path(config["output_dir"], recipe)
+    layout: dict[str, Any] | None = None
+    if chosen.sharding == "fsdp2":
+        layout = sharding.accelerate_config(
+            processes,
+            settings.num_machines,
+            settings.machine_rank,
+            precision,
+            settings.main_process_ip,
+            settings.main_process_port,
+        )
+        launcher = ["accelerate", "launch", "--config_file", str(path.with_name(sharding.ACCELERATE_NAME))]
+    else:
+        launcher = accelerate_launch(processes, precision, settings.cpu, settings.num_machines)
+        launcher += machine_options(settings)
     argv = [
-        *accelerate_launch(processes, precision, settings.cpu, settings.num_machines),
-        *machine_options(settings),
+        *launcher,
         "-m",
         RUNNER,  # runs recipe.module so that a stop signal ends it with a checkpoint
         recipe.module,
         "--config",
         str(path),
     ]
-    return Launch(Command(argv=argv + settings.extra, env=env), config=config, config_path=path, notes=notes)
+    return Launch(
+        Command(argv=argv + settings.extra, env=env),
+        config=config,
+        config_path=path,
+        notes=notes,
+        sharding=chosen.sharding,
+        processes=total,
+        accelerate_config=layout,
+        accelerate_path=path.with_name(sharding.ACCELERATE_NAME) if layout else None,
+    )

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trlstack import outputs, policy, stopping
+from trlstack import models, outputs, policy, sharding, stopping
 from trlstack.checkpoints import newest_checkpoint
 from trlstack.command import require_program
 from trlstack.errors import run_main
@@ -63,15 +63,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.print_command:
             outputs.check_writable(output_dir)
         checkpoint, incomplete = newest_checkpoint(output_dir)
-        launch = build_launch(
-            settings, user_config, str(config_path), visible, checkpoint, policy.hub_kernel_unavailable
-        )
-        aside = previous_run_to_move(settings, output_dir, recipe, launch.config)
+        model = settings.model or user_config.get("model_name_or_path")
+        model_config = models.read_config(str(model), environ) if model else None
+
+        def decide(checkpoint: Path | None) -> Launch:
+            unavailable = policy.hub_kernel_unavailable
+            source = str(config_path)
+            return build_launch(settings, user_config, source, visible, checkpoint, unavailable, model_config)
+
+        launch = decide(checkpoint)
+        layout = (launch.sharding, launch.processes)
+        aside = previous_run_to_move(settings, output_dir, recipe, launch.config, layout=layout)
         if aside is not None:  # this run starts anew
             incomplete = []
-            launch = build_launch(
-                settings, user_config, str(config_path), visible, None, policy.hub_kernel_unavailable
-            )
+            launch = decide(None)
         for path in incomplete:
             say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
         if settings.cpu:
@@ -79,14 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for note in launch.notes:
             say(note)
 
+        files = [(launch.config_path, trainconfig.render(launch.config, str(config_path)))]
+        if launch.accelerate_path is not None and launch.accelerate_config is not None:
+            files.append((launch.accelerate_path, sharding.render(launch.accelerate_config)))
         if args.print_command:
             print(launch.command.shell())
-            print(f"# {launch.config_path} (written when train runs):")
-            print(
-                "\n".join(
-                    f"#   {line}" for line in trainconfig.render(launch.config, str(config_path)).splitlines()
-                )
-            )
+            for path, text in files:
+                print(f"# {path} (written when train runs):")
+                print("\n".join(f"#   {line}" for line in text.splitlines()))
             return 0
         require_program(launch.command)
         if settings.mode == "server":
@@ -99,8 +104,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             outputs.move_aside(output_dir, aside)
             say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
         launch.config_path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(launch.config_path, trainconfig.render(launch.config, str(config_path)))
-        say(f"wrote {launch.config_path}")
+        for path, text in files:
+            write_atomically(path, text)
+            say(f"wrote {path}")
         return stopping.run(launch.command, environ)
 
     return run_main("train", body)

@@ -14,6 +14,7 @@ from trlstack.options import setting, switch
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import Role
+from trlstack.sharding import sharding_choice
 
 ROLE = Role(
     "train",
@@ -63,6 +64,13 @@ class TrainSettings:
     )
     num_processes: int | None = setting(
         Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
+    )
+    sharding: str = setting(
+        Env.SHARDING,
+        "none (DDP: a whole copy of the model states in each process), fsdp2 (each process holds its share), "
+        "or auto: fsdp2 where the memory estimate says DDP would not fit (`trlstack plan --model`)",
+        "auto",
+        sharding_choice,
     )
     serve_gpus: tuple[int, ...] | None = setting(
         Env.SERVE_GPUS,

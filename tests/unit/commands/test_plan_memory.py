@@ -1,0 +1,70 @@
+"""`trlstack plan --model` and doctor print the trainer's memory estimate and what --sharding auto chooses."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from trlstack import cli
+from trlstack.commands.doctor.command import memory_finding
+from trlstack.commands.doctor.judge import Facts
+from trlstack.gpus import Gpu, Probe
+
+QWEN_7B = {
+    "model_type": "qwen2", "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944,
+    "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
+    "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+@pytest.fixture
+def model(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(QWEN_7B))
+    return tmp_path
+
+
+def test_plan_prints_the_estimate_and_the_choice_beside_the_plan(model, clean_env, capsys):
+    argv = ["plan", "--gpus", "4", "--model", str(model), "--gpu-memory", "80", "--format", "env"]
+    assert cli.main(argv) == 0
+    captured = capsys.readouterr()
+    assert "NUM_PROCESSES=2" in captured.out and "trlstack plan: " not in captured.out  # the .env stays clean
+    assert (
+        "trlstack plan: per process: DDP 113.5 GiB, FSDP2 over 2 56.7 GiB; 80.0 GiB per GPU" in captured.err
+    )
+    assert "trlstack plan: sharding auto: fsdp2 (DDP would not fit; sharded over 2 processes)" in captured.err
+
+
+def test_plan_takes_the_config_json_itself_and_says_when_it_cannot_fit(model, clean_env, capsys):
+    argv = ["plan", "--gpus", "2", "--model", str(model / "config.json"), "--gpu-memory", "80"]
+    assert cli.main(argv) == 0
+    assert "sharding: refused: the model states do not fit" in capsys.readouterr().err
+
+
+def test_plan_with_an_unreadable_model_names_what_to_give(tmp_path, clean_env, capsys):
+    assert cli.main(["plan", "--gpus", "2", "--model", str(tmp_path)]) == 1
+    assert "no config.json found there; give a model folder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("memory", ["0", "-1", "lots"])
+def test_plan_refuses_a_gpu_memory_that_is_no_size(memory, clean_env, capsys):
+    assert cli.main(["plan", "--gpus", "2", "--model", "x", "--gpu-memory", memory]) != 0
+    assert "argument --gpu-memory" in capsys.readouterr().err
+
+
+def test_doctor_estimates_for_a_local_model_on_the_default_plan(model):
+    found = Probe(tuple(Gpu(i, memory_bytes=80 << 30) for i in range(4)), "nvml")
+    [finding] = memory_finding(Facts(probe=found), {"TRLSTACK_MODEL": str(model)})
+    assert finding.topic == "memory" and finding.level == "info"
+    assert "sharding auto: fsdp2 (DDP would not fit; sharded over 2 processes)" in finding.message
+
+
+def test_doctor_warns_where_the_default_plan_cannot_fit(model):
+    found = Probe((Gpu(0, memory_bytes=80 << 30),), "nvml")  # one GPU, shared with vLLM by default
+    [finding] = memory_finding(Facts(probe=found), {"TRLSTACK_MODEL": str(model)})
+    assert finding.level == "warn" and "sharding: refused" in finding.message
+
+
+def test_doctor_says_nothing_for_a_hub_id_or_no_model(model):
+    found = Probe((Gpu(0),), "nvml")
+    assert memory_finding(Facts(probe=found), {"TRLSTACK_MODEL": "Qwen/Qwen2.5-7B"}) == []
+    assert memory_finding(Facts(probe=found), {}) == []

@@ -1,0 +1,148 @@
+"""plan/memory.py: parameters counted from config.json alone, against the published sizes of Qwen2.5 worked by
+hand, and the bytes a training run holds per parameter."""
+
+from __future__ import annotations
+
+import pytest
+from trlstack.plan import memory
+
+QWEN = {"model_type": "qwen2", "vocab_size": 151936, "num_key_value_heads": 2, "tie_word_embeddings": True}
+QWEN_05B = {
+    **QWEN,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+}
+QWEN_15B = {
+    **QWEN,
+    "hidden_size": 1536,
+    "intermediate_size": 8960,
+    "num_hidden_layers": 28,
+    "num_attention_heads": 12,
+}
+QWEN_7B = {
+    **QWEN, "vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+    "num_attention_heads": 28, "num_key_value_heads": 4, "tie_word_embeddings": False,
+}  # fmt: skip
+
+
+def by_hand(vocab, hidden, inner, layers, heads, kv, tied):
+    """Embeddings, each layer's q/k/v (with biases) and o, gate/up/down, two norms; final norm; LM head."""
+    head_dim = hidden // heads
+    q, kv_proj = hidden * hidden + hidden, hidden * kv * head_dim + kv * head_dim
+    layer = q + 2 * kv_proj + hidden * hidden + 3 * hidden * inner + 2 * hidden
+    return vocab * hidden * (1 if tied else 2) + layers * layer + hidden
+
+
+@pytest.mark.parametrize(
+    ("config", "published", "hand"),
+    [
+        (QWEN_05B, 494_032_768, by_hand(151936, 896, 4864, 24, 14, 2, True)),  # "0.49B"
+        (QWEN_15B, 1_543_714_304, by_hand(151936, 1536, 8960, 28, 12, 2, True)),  # "1.54B"
+        (QWEN_7B, 7_615_616_512, by_hand(152064, 3584, 18944, 28, 28, 4, False)),  # "7.61B"
+    ],
+)
+def test_qwen25_shapes_count_to_their_published_sizes(config, published, hand):
+    assert hand == published
+    assert memory.count_parameters(config)[0] == published
+
+
+def test_llama_counts_without_biases_unless_it_says_so():
+    llama = {**QWEN_05B, "model_type": "llama"}
+    plain = memory.count_parameters(llama)[0]
+    biased = memory.count_parameters({**llama, "attention_bias": True})[0]
+    assert biased - plain == 24 * (14 + 2 * 2) * 64 and plain == 494_032_768 - 24 * (14 + 2 * 2) * 64
+
+
+def test_qwen3_adds_its_q_and_k_norms_and_a_head_dim_of_its_own():
+    qwen3 = {**QWEN_05B, "model_type": "qwen3", "head_dim": 128}
+    wide = memory.count_parameters(qwen3)[0]
+    assert wide == by_hand(151936, 896, 4864, 24, 14, 2, True) + 24 * (
+        896 * 14 * 64 * 2 + 896 * 2 * 64 * 2 - (14 + 4) * 64 + 2 * 128
+    )
+
+
+@pytest.mark.parametrize(
+    ("config", "why"),
+    [
+        ({**QWEN_05B, "model_type": "gpt2"}, "model_type 'gpt2' is not one counted here"),
+        ({**QWEN_05B, "model_type": None}, "model_type None"),
+        ({k: v for k, v in QWEN_05B.items() if k != "hidden_size"}, "lacks a positive hidden_size"),
+        ({**QWEN_05B, "num_hidden_layers": 0}, "lacks a positive num_hidden_layers"),
+        ({**QWEN_05B, "num_hidden_layers": True}, "lacks a positive num_hidden_layers"),
+        ({**QWEN_05B, "vocab_size": "151936"}, "lacks a positive vocab_size"),
+        ({**QWEN_05B, "num_experts": 8}, "mixture of experts"),
+        ({}, "model_type None"),
+    ],
+)
+def test_a_config_that_cannot_be_counted_says_why_instead_of_guessing(config, why):
+    count, how = memory.count_parameters(config)
+    assert count is None and why in how
+
+
+def test_trls_float32_default_costs_16_bytes_a_parameter():
+    estimate, _ = memory.estimate(QWEN_7B, "grpo", {})
+    assert estimate is not None
+    assert (estimate.dtype, estimate.trained, estimate.reference) == ("float32", 16, 0)
+    assert estimate.total == 7_615_616_512 * 16
+    assert estimate.per_process(sharded=True, processes=2) == 7_615_616_512 * 8
+    assert estimate.per_process(sharded=False, processes=2) == estimate.total
+    assert "7.62B parameters x 16 bytes" in estimate.describe() and "113.5 GiB" in estimate.describe()
+
+
+@pytest.mark.parametrize(
+    ("recipe", "config", "reference"),
+    [
+        ("grpo", {}, 0),
+        ("grpo", {"beta": 0.04}, 4),
+        ("rloo", {}, 4),
+        ("rloo", {"beta": 0}, 0),
+        ("online-dpo", {}, 4),
+    ],
+)
+def test_a_reference_model_is_counted_where_the_recipe_loads_one(recipe, config, reference):
+    estimate, _ = memory.estimate(QWEN_05B, recipe, config)
+    assert estimate is not None and estimate.reference == reference
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "dtype", "trained"),
+    [
+        ({"dtype": "bfloat16"}, "bfloat16", 8),
+        ({"torch_dtype": "float16"}, "float16", 8),
+        ({"dtype": "float32"}, "float32", 16),
+        ({"attn_implementation": "sdpa"}, "float32", 16),
+    ],
+)
+def test_the_weights_dtype_comes_from_model_init_kwargs(kwargs, dtype, trained):
+    estimate, _ = memory.estimate(QWEN_05B, "grpo", {"model_init_kwargs": kwargs})
+    assert estimate is not None and (estimate.dtype, estimate.trained) == (dtype, trained)
+
+
+def test_auto_dtype_is_the_models_own_and_an_odd_one_is_unknown():
+    assert memory.weights_dtype({"model_init_kwargs": {"dtype": "auto"}}, {"dtype": "bfloat16"}) == "bfloat16"
+    assert memory.weights_dtype({"model_init_kwargs": {"dtype": "auto"}}, {}) == "float32"
+    estimate, why = memory.estimate(QWEN_05B, "grpo", {"model_init_kwargs": {"dtype": "int8"}})
+    assert estimate is None and "model_init_kwargs.dtype" in why
+
+
+def test_an_adapter_run_is_not_estimated():
+    estimate, why = memory.estimate(QWEN_05B, "grpo", {"use_peft": True})
+    assert estimate is None and "use_peft" in why
+
+
+def test_vllms_share_of_a_gpu_it_runs_on():
+    assert memory.vllm_share("colocate", {}, "grpo", None) == 0.3
+    assert memory.vllm_share("colocate", {}, "online-dpo", None) == 0.55
+    assert memory.vllm_share("colocate", {"vllm_gpu_memory_utilization": 0.4}, "grpo", None) == 0.4
+    assert memory.vllm_share("server", {}, "grpo", 0.3) == 0.3
+    assert memory.vllm_share("server", {}, "grpo", None) == 0.0
+
+
+def test_the_fewest_processes_that_fit():
+    estimate, _ = memory.estimate(QWEN_7B, "grpo", {})
+    assert estimate is not None
+    assert estimate.processes_needed(80 << 30) == 2
+    assert estimate.processes_needed(40 << 30) == 3
+    assert estimate.processes_needed(0) is None
