@@ -259,6 +259,7 @@ EXERCISED: dict[str, Exercise] = {
         append=HELP, cwd="repo"
     ),
     "python bench/gpu_serve.py --out bench/results/gpu_serve.json": Dry(append=HELP, cwd="repo"),
+    "python bench/gpu_fsdp.py --out bench/results/gpu_fsdp.json": Dry(append=HELP, cwd="repo"),
     "python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json": Dry(
         append=HELP, cwd="repo"
     ),
