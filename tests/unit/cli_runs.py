@@ -15,3 +15,20 @@ def run(capsys, *argv):
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def assert_refused(capsys, monkeypatch, machine, found, argv, environ, words) -> None:
+    """The catalogue's rule: on the machine `found` (None: no driver) with `environ`, `argv` exits 1 with a
+    message naming every one of `words`, and prints nothing else."""
+    if found is None:
+        machine([], source=None, problem="NVML: NVML Shared Library Not Found; nvidia-smi is not on PATH")
+    else:
+        machine(found)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run(capsys, *argv)
+    assert code == 1
+    assert out == ""
+    assert err.startswith("trlstack: error: ")
+    for word in words:
+        assert word in err

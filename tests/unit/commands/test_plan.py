@@ -7,7 +7,7 @@ import json
 import os
 
 import pytest
-from cli_runs import H200S, PLAN_VARIABLES, run
+from cli_runs import H200S, PLAN_VARIABLES, assert_refused, run
 
 
 @pytest.fixture(autouse=True)
@@ -118,18 +118,7 @@ BAD = [
 def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     found, argv, environ, words, capsys, monkeypatch, machine, no_exec
 ):
-    if found is None:
-        machine([], source=None, problem="NVML: NVML Shared Library Not Found; nvidia-smi is not on PATH")
-    else:
-        machine(found)
-    for name, value in environ.items():
-        monkeypatch.setenv(name, value)
-    code, out, err = run(capsys, *argv)
-    assert code == 1
-    assert out == ""
-    assert err.startswith("trlstack: error: ")
-    for word in words:
-        assert word in err
+    assert_refused(capsys, monkeypatch, machine, found, argv, environ, words)
 
 
 def test_plan_for_eight_gpus_as_env(capsys):
