@@ -1,0 +1,182 @@
+"""async-grpo's hangs made bounded failures that name their cause.
+
+TRL's AsyncGRPOTrainer waits on three things it does not own, on the first process (rank 0):
+
+- the weight sync: HTTP requests to the server bounded by `weight_sync_timeout`, while the NCCL side runs on
+  a thread that is joined without a timeout (weight_transfer.py: "NCCL has no timeout"), so a transfer the
+  server gave up on can hold the trainer for ever after the request returned;
+- the rollout worker, a spawned child: the trainer asks it for health only while the sample queue is empty
+  (`check_health`), which raises when the child reported a failure or its heartbeat is older than
+  `heartbeat_stale_after_s`, but a child killed from outside (the OOM killer, SIGKILL) reports nothing and is
+  noticed only when its heartbeat goes stale;
+- the server: a dead server fails the worker's requests (after their retries), but a hung one holds each
+  request for `request_timeout` (600 s) times three attempts.
+
+Here, on rank 0: a dead child is reported at the next health check with its exit code; and a watchdog thread
+asks the server's /health every few seconds and ends the process, naming the cause, when the server has not
+answered for `server_lost_after_s` or a weight sync has run past `weight_sync_timeout` plus the time TRL's
+own error needs to unwind. Ending it is all a thread can do to a main thread held in NCCL or CUDA; torch
+elastic then ends the other ranks. The run resumes from its last checkpoint.
+
+And the child ignores the stop signals, which reach it with its parent's from a terminal (Ctrl-C) or a Slurm
+step: the trainer saves a checkpoint on a stop signal (recipes/run.py) and stops the child itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+POLL_S = 5.0  # how often the watchdog asks the server's /health
+HEALTH_REQUEST_S = 5.0  # how long one /health request may take
+SYNC_UNWIND_S = 60.0  # past weight_sync_timeout: time for TRL's own timeout error to end the process first
+EXIT_CODE = 1
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def say(message: str) -> None:
+    print(f"train: async-grpo: {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Watch:
+    """What the watchdog knows: since when the server answered, since when a weight sync runs (None: none)."""
+
+    server_url: str
+    server_lost_after_s: float
+    weight_sync_timeout_s: float
+    last_answer: float
+    sync_since: float | None = None
+
+
+def verdict(watch: Watch, now: float) -> str | None:
+    """Why the run must end now (the cause and the setting that bounds it), or None."""
+    silent = now - watch.last_answer
+    if watch.server_lost_after_s > 0 and silent > watch.server_lost_after_s:
+        return (
+            f"the vLLM server at {watch.server_url} has not answered /health for {silent:.0f} s "
+            f"(server_lost_after_s {watch.server_lost_after_s:g}): it died or hangs. Check its log, restart "
+            "it, and run train again to resume from the last checkpoint."
+        )
+    if watch.sync_since is not None:
+        running = now - watch.sync_since
+        limit = watch.weight_sync_timeout_s + SYNC_UNWIND_S
+        if running > limit:
+            return (
+                f"a weight sync to the vLLM server at {watch.server_url} has run {running:.0f} s, past "
+                f"weight_sync_timeout {watch.weight_sync_timeout_s:g} s (+{SYNC_UNWIND_S:g} s for TRL's own "
+                "error): the NCCL transfer hangs. Check the server's log (an out-of-memory error while "
+                "receiving, a lost worker), restart it, and run train again to resume."
+            )
+    return None
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=HEALTH_REQUEST_S) as response:
+            return bool(response.status == 200)
+    except OSError:
+        return False
+
+
+def watchdog(watch: Watch, end: Callable[[str], None], ask: Callable[[str], bool] = answers) -> None:
+    """Ask the server every POLL_S; `end` the run with the verdict's cause when there is one."""
+    while True:
+        if ask(watch.server_url):
+            watch.last_answer = time.monotonic()
+        cause = verdict(watch, time.monotonic())
+        if cause is not None:
+            end(cause)
+            return
+        time.sleep(POLL_S)
+
+
+def end_process(cause: str) -> None:
+    say(f"ending the run: {cause}")
+    os._exit(EXIT_CODE)
+
+
+def start_watchdog(args: Any, server_lost_after_s: float) -> Watch:
+    watch = Watch(
+        server_url=args.vllm_server_base_url.rstrip("/"),
+        server_lost_after_s=server_lost_after_s,
+        weight_sync_timeout_s=float(args.weight_sync_timeout),
+        last_answer=time.monotonic(),
+    )
+    threading.Thread(
+        target=watchdog, args=(watch, end_process), name="trlstack-watchdog", daemon=True
+    ).start()
+    return watch
+
+
+def child_ended(exitcode: int | None) -> str:
+    """How a child process ended, from its exit code (negative: the signal that killed it)."""
+    if exitcode is not None and exitcode < 0:
+        return f"was killed by {signal.Signals(-exitcode).name}"
+    return f"exited with code {exitcode}"
+
+
+def timed(method: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """Wrap a method that moves weights so that the watchdog knows since when it runs."""
+
+    @functools.wraps(method)
+    def timed_method(*args: Any, **kwargs: Any) -> Any:
+        watch.sync_since = time.monotonic()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            watch.sync_since = None
+
+    return timed_method
+
+
+def checked_alive(check_health: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap AsyncRolloutWorker.check_health: a child that ended is reported at once, with how it ended."""
+
+    @functools.wraps(check_health)
+    def check_health_and_liveness(worker: Any, stale_after_s: float) -> Any:
+        process = getattr(worker, "_process", None)
+        if process is not None and not process.is_alive() and not worker._failed_event.is_set():
+            raise RuntimeError(
+                f"the rollout worker (pid {process.pid}) {child_ended(process.exitcode)} without reporting "
+                "an error (the out-of-memory killer, a kill from outside); no more samples will come. Run "
+                "train again to resume from the last checkpoint."
+            )
+        return check_health(worker, stale_after_s)
+
+    return check_health_and_liveness
+
+
+def child_main_ignoring_stops(*args: Any) -> Any:
+    """The rollout child's entry point: the stop signals ignored first, then TRL's own (imported afresh in
+    the child, where nothing replaced it)."""
+    from trl.experimental.async_grpo import async_rollout_worker
+
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    if async_rollout_worker._child_main is child_main_ignoring_stops:
+        raise RuntimeError("the rollout child found trlstack's entry point in place of TRL's")
+    return async_rollout_worker._child_main(*args)
+
+
+def guard(
+    trainer_cls: Any, worker_module: Any, transfer_cls: Any, args: Any, server_lost_after_s: float
+) -> None:
+    """Install the guards in this process (rank 0 only asks the server: it holds the worker and the sync)."""
+    worker_cls = worker_module.AsyncRolloutWorker
+    worker_cls.check_health = checked_alive(worker_cls.check_health)
+    # start() hands the module's `_child_main` to the spawned child by module and name: this one stands in.
+    worker_module._child_main = child_main_ignoring_stops
+    if os.environ.get("RANK", "0") != "0":
+        return
+    watch = start_watchdog(args, server_lost_after_s)
+    trainer_cls._sync_weight = timed(trainer_cls._sync_weight, watch)
+    transfer_cls.init_weight_transfer = timed(transfer_cls.init_weight_transfer, watch)

@@ -1,0 +1,126 @@
+"""trlstack.recipes.async_guard: each of async-grpo's hangs ends within its bound, naming the cause and the
+setting; the watchdog, the liveness check and the rollout child's signals, without TRL."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import types
+
+import pytest
+from trlstack.recipes import async_guard
+from trlstack.recipes.async_guard import (
+    SYNC_UNWIND_S,
+    Watch,
+    checked_alive,
+    child_ended,
+    timed,
+    verdict,
+    watchdog,
+)
+
+
+def watch(**changes):
+    values = dict(
+        server_url="http://vllm:8000",
+        server_lost_after_s=120.0,
+        weight_sync_timeout_s=1800.0,
+        last_answer=0.0,
+    )
+    return Watch(**{**values, **changes})
+
+
+def test_a_server_that_answers_ends_nothing():
+    assert verdict(watch(), now=119.0) is None
+
+
+def test_a_server_silent_past_its_bound_ends_the_run_naming_it_and_the_setting():
+    cause = verdict(watch(), now=121.0)
+    assert "http://vllm:8000 has not answered /health for 121 s (server_lost_after_s 120)" in cause
+    assert "resume" in cause
+
+
+def test_zero_never_gives_up_on_the_server():
+    assert verdict(watch(server_lost_after_s=0.0), now=10**6) is None
+
+
+def test_a_weight_sync_past_its_timeout_and_trls_own_unwinding_ends_the_run():
+    limit = 1800.0 + SYNC_UNWIND_S
+    assert verdict(watch(sync_since=0.0, last_answer=limit), now=limit) is None
+    cause = verdict(watch(sync_since=0.0, last_answer=limit + 1), now=limit + 1)
+    assert "weight sync" in cause and "weight_sync_timeout 1800 s" in cause and "NCCL transfer hangs" in cause
+
+
+def test_timed_marks_a_sync_while_it_runs_even_when_it_fails():
+    seen = []
+    watched = watch()
+
+    def sync(trainer):
+        seen.append(watched.sync_since)
+        raise RuntimeError("server gone")
+
+    with pytest.raises(RuntimeError):
+        timed(sync, watched)(object())
+    assert seen[0] is not None and watched.sync_since is None
+
+
+def test_the_watchdog_ends_the_run_once_with_the_cause(monkeypatch):
+    clock = iter(range(0, 10**6, 50))
+    monkeypatch.setattr(async_guard.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(async_guard.time, "sleep", lambda seconds: None)
+    ended = []
+    watchdog(watch(last_answer=0.0), ended.append, ask=lambda url: False)
+    assert len(ended) == 1 and "has not answered /health" in ended[0]
+
+
+@pytest.mark.parametrize(
+    ("exitcode", "said"),
+    [(-9, "was killed by SIGKILL"), (-15, "was killed by SIGTERM"), (1, "exited with code 1")],
+)
+def test_how_a_child_ended(exitcode, said):
+    assert child_ended(exitcode) == said
+
+
+class Event:
+    def __init__(self, is_set):
+        self._set = is_set
+
+    def is_set(self):
+        return self._set
+
+
+def worker(alive, failed=False, exitcode=-9):
+    process = types.SimpleNamespace(pid=4242, exitcode=exitcode, is_alive=lambda: alive)
+    return types.SimpleNamespace(_process=process, _failed_event=Event(failed))
+
+
+def test_a_killed_rollout_worker_is_reported_at_once_not_after_the_heartbeat():
+    check = checked_alive(lambda worker, stale_after_s: None)
+    with pytest.raises(RuntimeError, match=r"rollout worker \(pid 4242\) was killed by SIGKILL"):
+        check(worker(alive=False), 300.0)
+
+
+def test_a_live_worker_and_one_that_reported_its_failure_go_to_trls_check():
+    calls = []
+    check = checked_alive(lambda worker, stale_after_s: calls.append(stale_after_s))
+    check(worker(alive=True), 300.0)
+    check(worker(alive=False, failed=True), 300.0)  # TRL's own error carries the child's traceback
+    assert calls == [300.0, 300.0]
+
+
+def test_the_rollout_child_ignores_the_stop_signals_then_runs_trls_entry_point(monkeypatch):
+    ran = []
+    fake = types.ModuleType("trl.experimental.async_grpo.async_rollout_worker")
+    fake._child_main = lambda *args: ran.append(args)
+    package = types.ModuleType("trl.experimental.async_grpo")
+    package.async_rollout_worker = fake
+    monkeypatch.setitem(sys.modules, "trl.experimental.async_grpo", package)
+    monkeypatch.setitem(sys.modules, "trl.experimental.async_grpo.async_rollout_worker", fake)
+    before = {signum: signal.getsignal(signum) for signum in async_guard.STOP_SIGNALS}
+    try:
+        async_guard.child_main_ignoring_stops(1, 2)
+        assert all(signal.getsignal(signum) == signal.SIG_IGN for signum in async_guard.STOP_SIGNALS)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    assert ran == [(1, 2)]
