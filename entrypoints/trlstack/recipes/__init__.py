@@ -1,4 +1,5 @@
-"""The training recipes `train` runs: TRL's own GRPO and RLOO scripts, and our Online DPO script.
+"""The training recipes `train` runs: TRL's own GRPO and RLOO scripts, and our Online DPO and asynchronous
+GRPO scripts.
 
 Each recipe has a bundled YAML in TRL's config format beside this file. The keys its script accepts are the
 `dest`s of its parser's options (`passthrough.accepted_keys`, from trlstack/parsers.json, without importing
@@ -28,7 +29,8 @@ class Recipe:
     module: str  # run as `accelerate launch -m MODULE --config YAML`
     dataclasses: tuple[str, ...]  # "module:Class" whose fields are the config keys
     reward_keys: tuple[str, ...]  # at least one must be set: something must judge the completions
-    reward_model_key: str  # where `train --reward-model` puts a reward model
+    reward_model_key: str | None  # where `train --reward-model` puts a reward model (None: it takes none)
+    server_only: bool = False  # generates only through a vLLM server: no colocate, no --cpu
 
     @property
     def bundled_config(self) -> Path:
@@ -68,6 +70,21 @@ RECIPES: dict[str, Recipe] = {
         ),
         reward_keys=("reward_model_path", "reward_funcs"),
         reward_model_key="reward_model_path",
+    ),
+    # TRL's AsyncGRPOTrainer: generation on the server overlaps training (async_grpo.py). Its rewards are
+    # scored in a rollout process without a GPU: functions only, no reward model.
+    "async-grpo": Recipe(
+        name="async-grpo",
+        yaml="async_grpo.yaml",
+        module="trlstack.recipes.async_grpo",
+        dataclasses=(
+            "trlstack.recipes.async_grpo:AsyncGRPOScriptArguments",
+            "trl.experimental.async_grpo:AsyncGRPOConfig",
+            "trl:DatasetMixtureConfig",
+        ),
+        reward_keys=("reward_funcs",),
+        reward_model_key=None,
+        server_only=True,
     ),
 }
 

@@ -173,8 +173,9 @@ def run_config(
     overrides = {
         "model_name_or_path": settings.model,
         "dataset_name": settings.dataset,
-        recipe.reward_model_key: settings.reward_model,
     }
+    if recipe.reward_model_key:
+        overrides[recipe.reward_model_key] = settings.reward_model
     config.update({key: value for key, value in overrides.items() if value})
     if settings.dataset:
         config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win

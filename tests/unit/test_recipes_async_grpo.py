@@ -1,0 +1,60 @@
+"""trlstack.recipes.async_grpo: the script's parser table entry (written from TRL 1.16's dataclasses without
+importing TRL) is the installed TRL's, option for option, and the bundled config parses with it. Where TRL
+is not installed (the light install) the script's own fields are checked against the entry."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+from trlstack.passthrough import accepted_keys, receiver
+from trlstack.recipes import RECIPES
+
+HAS_TRL = importlib.util.find_spec("trl") is not None
+needs_trl = pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (light install); the image has it")
+RECIPE = RECIPES["async-grpo"]
+
+
+def own_fields() -> set[str]:
+    source = importlib.util.find_spec(RECIPE.module).origin
+    tree = ast.parse(Path(source).read_text())
+    (cls,) = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    return {item.target.id for item in cls.body if isinstance(item, ast.AnnAssign)}
+
+
+def test_the_scripts_own_fields_are_config_keys():
+    assert own_fields() == {
+        "model_name_or_path",
+        "reward_funcs",
+        "tree_attention_kernel",
+        "server_lost_after_s",
+    }
+    assert own_fields() <= accepted_keys("async-grpo")
+
+
+def test_the_async_pipeline_keys_are_accepted_and_the_sync_generators_are_not():
+    keys = accepted_keys("async-grpo")
+    assert {"max_staleness", "weight_sync_steps", "weight_sync_timeout", "heartbeat_stale_after_s"} <= keys
+    assert not {"use_vllm", "vllm_mode", "vllm_group_port", "attn_implementation"} & keys
+
+
+@needs_trl
+def test_the_table_entry_is_the_installed_parsers_option_for_option():
+    from trlstack.passthrough import trl_options
+
+    assert trl_options("async-grpo") == dict(receiver("async-grpo").options)
+
+
+@needs_trl
+def test_the_bundled_config_parses_with_trls_own_parser(tmp_path):
+    import importlib
+
+    parser = importlib.import_module(RECIPE.module).make_parser()
+    script_args, training_args, _ = parser.parse_args_and_config(
+        ["--config", str(RECIPE.bundled_config), "--output_dir", str(tmp_path), "--use_cpu", "true"],
+        fail_with_unknown_args=True,
+    )
+    assert script_args.reward_funcs == ["accuracy_reward"]
+    assert (training_args.max_staleness, training_args.token_budget) == (4, 0)
