@@ -51,6 +51,14 @@ def rank_number(raw: str) -> int:
     return value
 
 
+def whole_number(raw: str) -> int:
+    """argparse type: a count, a whole number from 0."""
+    value = _number(int, raw, "a whole number")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is not a whole number (0 or more)")
+    return value
+
+
 def port_number(raw: str) -> int:
     """argparse type: a TCP port."""
     value = _number(int, raw, "a TCP port (1-65535)")
@@ -99,3 +107,8 @@ def one_of(*choices: str) -> Callable[[str], str]:
         return raw
 
     return choice
+
+
+def seconds_or_never(raw: str) -> float:
+    """argparse type: how long to wait, in seconds (as wait_seconds), or 0 for never."""
+    return 0.0 if _number(float, raw, "a number") == 0 else wait_seconds(raw)

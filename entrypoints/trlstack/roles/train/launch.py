@@ -15,6 +15,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
 from trlstack.plan import memory
 from trlstack.recipes import RUNNER, Recipe
+from trlstack.roles.train import asynchronous
 from trlstack.roles.train.checks import check_contradictions, resolve_recipe
 from trlstack.roles.train.settings import TrainSettings
 
@@ -180,6 +181,8 @@ def run_config(
     if settings.dataset:
         config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
     trainconfig.check_required(config, recipe, source)
+    if recipe.server_only:
+        asynchronous.check_config(config, source)
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
     return config
@@ -227,7 +230,7 @@ def build_launch(
                 )
         processes = training_processes(settings, gpus)
         env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
-        config.update(vllm_settings(settings))
+        config.update(asynchronous.config_keys(settings) if recipe.server_only else vllm_settings(settings))
         if settings.mode == "colocate":
             env.update(VLLM_ENV)  # vLLM runs inside the trainer
         if "bf16" in user_config or "fp16" in user_config:
@@ -236,7 +239,8 @@ def build_launch(
         else:
             precision, why = policy.precision(gpus)
             config["bf16"], config["fp16"] = precision == "bf16", precision == "fp16"
-        attention = policy.choose_attention(gpus, unavailable)
+        # async-grpo's trainer always uses tree-packing attention: nothing to choose (or ask the Hub about)
+        attention = ("sdpa", []) if recipe.server_only else policy.choose_attention(gpus, unavailable)
     notes.append(f"precision {precision} ({why})")
     if settings.num_machines > 1:
         where = f"{settings.main_process_ip}:{settings.main_process_port}"
@@ -246,12 +250,18 @@ def build_launch(
     if settings.cpu and settings.sharding == "fsdp2":
         raise UsageError(CPU_SHARDING)
     weighed = training_memory(settings, config, recipe, gpus, model_config, total)
-    chosen = sharding.choose(settings.sharding, weighed, settings.cpu)
+    asked = settings.sharding
+    if recipe.server_only:  # several ranks of TRL's AsyncGRPOTrainer only with FSDP2, and at most two
+        asked, rank_notes = asynchronous.sharding_for(total, settings.sharding)
+        notes += rank_notes
+    chosen = sharding.choose(asked, weighed, settings.cpu)
     notes += [] if settings.cpu else weighed.lines()
     notes.append(f"sharding {chosen.sharding} ({chosen.why})")
 
     init_kwargs = _model_init_kwargs(config, source)
-    if "attn_implementation" in init_kwargs or config.get("attn_implementation"):
+    if recipe.server_only:
+        notes += asynchronous.NOTES
+    elif "attn_implementation" in init_kwargs or config.get("attn_implementation"):
         notes.append(f"attention as set in {source}")
     else:
         implementation, skipped = attention
@@ -265,7 +275,7 @@ def build_launch(
         config["resume_from_checkpoint"] = str(checkpoint)
         notes.append(f"resuming from {checkpoint}")
 
-    if recipe.name == "online-dpo":
+    if recipe.name == "online-dpo" or recipe.server_only:
         env[Env.TRL_EXPERIMENTAL_SILENCE] = (
             "1"  # its trainer lives in trl.experimental; we chose it knowingly
         )

@@ -14,6 +14,7 @@ from trlstack.options import setting, switch
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import Role
+from trlstack.roles.train import pipeline
 from trlstack.sharding import sharding_choice
 
 ROLE = Role(
@@ -117,6 +118,12 @@ class TrainSettings:
         type=checked_host,
     )
     main_process_port: int = main_process_port_setting()
+    # async-grpo's pipeline: each defaults to the config's value (pipeline.py says TRL's and why).
+    max_staleness: int | None = pipeline.max_staleness_setting()
+    weight_sync_steps: int | None = pipeline.weight_sync_steps_setting()
+    weight_sync_timeout: int | None = pipeline.weight_sync_timeout_setting()
+    heartbeat_timeout: float | None = pipeline.heartbeat_timeout_setting()
+    server_lost_after: float | None = pipeline.server_lost_after_setting()
     extra: list[str] = field(default_factory=list)  # after `--`: passed to the TRL script unchanged
 
     @property
