@@ -16,6 +16,7 @@ from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSet
 from trlstack.errors import UsageError
 from trlstack.passthrough import VLLM, check_passthrough, receiver
 from trlstack.roles import serve
+from trlstack.roles.train import asynchronous
 from trlstack.roles.train import checks as train_checks
 from trlstack.roles.train.checks import resolve_recipe
 
@@ -64,6 +65,8 @@ def check(settings: SlurmSettings) -> Job:
     if settings.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
     layout = make_layout(settings)
+    if recipe.server_only:
+        _check_server_only(recipe.name, layout, settings.train.sharding)
     _check_ports(settings)
     _check_image(settings)
     for name, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
@@ -87,6 +90,18 @@ def check(settings: SlurmSettings) -> Job:
     check_passthrough(settings.train_args, receiver(recipe.name), TRAIN_TAKEN, "trlstack slurm")
     check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
     return Job(settings, layout, _CHECKED)
+
+
+def _check_server_only(name: str, layout: Layout, sharding: str) -> None:
+    """A recipe that generates only through a server (async-grpo) needs the server node, and at most the
+    trainer ranks its trainer runs without hanging, several only sharded."""
+    if layout.mode == "colocate":
+        raise UsageError(
+            f"--serve-nodes 0 puts vLLM inside every trainer, but {name} generates only through a vLLM "
+            "server (TRL's AsyncGRPOTrainer sends it requests while it trains); use --serve-nodes 1."
+        )
+    assert layout.gpus_per_node is not None  # --cpu is refused with the config, before the layout
+    asynchronous.sharding_for(layout.gpus_per_node * layout.train_nodes, sharding)
 
 
 def _check_ports(settings: SlurmSettings) -> None:

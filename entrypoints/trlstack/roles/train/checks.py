@@ -12,7 +12,6 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices
 from trlstack.passthrough import check_passthrough, receiver
 from trlstack.recipes import RECIPES, Recipe
-from trlstack.roles.train import asynchronous
 from trlstack.roles.train.settings import TrainSettings
 
 
@@ -50,7 +49,6 @@ def check_resume_choice(settings: TrainSettings) -> None:
 
 def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
     check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
-    asynchronous.check(settings, recipe)
     check_resume_choice(settings)
     if settings.share_gpus and settings.mode != "server":
         raise UsageError(

@@ -169,6 +169,7 @@ def run_config(
     UsageError naming unknown keys and what is missing."""
     from trlstack import trainconfig  # YAML: not imported for --help
 
+    asynchronous.check(settings, recipe)  # what a server-only recipe cannot do, before the config
     trainconfig.check_keys(user_config, recipe, source)
     config = dict(user_config)
     overrides = {
