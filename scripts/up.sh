@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job on a fresh GPU machine: `scripts/up.sh grpo` (or rloo, online-dpo).
+# The main job on a fresh GPU machine: `scripts/up.sh grpo` (or rloo, online-dpo, async-grpo).
 # Builds the image if this machine lacks it, writes .env with this machine's GPU plan if there is none, makes the
 # outputs folder, then hands over to `docker compose up METHOD`. Each step is skipped once done, so later runs are
 # plain `docker compose up METHOD`.
@@ -8,8 +8,8 @@ cd "$(dirname "$0")/.."
 
 method=${1:-grpo}
 case "$method" in
-  grpo | rloo | online-dpo) ;;
-  *) echo "up: unknown method '$method'; use grpo, rloo or online-dpo" >&2; exit 1 ;;
+  grpo | rloo | online-dpo | async-grpo) ;;
+  *) echo "up: unknown method '$method'; use grpo, rloo, online-dpo or async-grpo" >&2; exit 1 ;;
 esac
 image=${TRLSTACK_IMAGE:-trlstack:0.1.0-torch2.11-vllm0.25-cu13}
 

@@ -17,7 +17,7 @@ from trlstack.plan import ENV_KEYS
 REPO = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = REPO / "compose.yaml"
 SMOKE_FILE = REPO / "compose" / "smoke.yaml"
-METHODS = ("grpo", "rloo", "online-dpo")
+METHODS = ("grpo", "rloo", "online-dpo", "async-grpo")
 VARIANTS = ("shared", "isolated")
 GPU_COUNTS = (2, 4, 8)
 

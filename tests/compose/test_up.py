@@ -35,7 +35,10 @@ def up(*argv: str, path_first: Path | None = None, **settings: str) -> subproces
 
 def test_an_unknown_method_is_refused():
     done = up("dpo")
-    assert done.returncode == 1 and "unknown method 'dpo'; use grpo, rloo or online-dpo" in done.stderr
+    assert (
+        done.returncode == 1
+        and "unknown method 'dpo'; use grpo, rloo, online-dpo or async-grpo" in done.stderr
+    )
 
 
 def test_without_a_gpu_up_stops_before_building(tmp_path):
