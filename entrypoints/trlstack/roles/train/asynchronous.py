@@ -49,8 +49,8 @@ def check(settings: TrainSettings, recipe: Recipe) -> None:
     )
     if settings.cpu:
         raise UsageError(
-            f"--cpu ({Env.CPU}) runs without vLLM, but {why} (and its tree-packing attention is a GPU "
-            "kernel). For a smoke run on the CPU, try `train grpo --cpu`."
+            f"--cpu ({Env.CPU}) runs without vLLM, but {why}, and pushes its weights to it over NCCL, "
+            "which needs a GPU. For a smoke run on the CPU, try `train grpo --cpu`."
         )
     if settings.vllm_mode == "colocate":
         raise UsageError(
