@@ -279,6 +279,8 @@ def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
             "TRLSTACK_MODEL": "org/model",
             "TRLSTACK_DATASET": "org/data",
             "TRLSTACK_FRESH": "1",
+            "TRLSTACK_SHARDING": "fsdp2",
+            "TRLSTACK_MAX_STALENESS": "2",
             "TRLSTACK_STOP_GRACE_PERIOD": "15m",
             "TRLSTACK_IMAGE": "registry.example/trlstack:1",
             "HF_TOKEN_FILE": str(token),
@@ -290,6 +292,8 @@ def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
     model = compose.config("grpo")
     server, trainer = model["services"]["vllm"], model["services"]["grpo"]
     assert trainer["environment"]["TRLSTACK_FRESH"] == "1"
+    assert trainer["environment"]["TRLSTACK_SHARDING"] == "fsdp2"
+    assert trainer["environment"]["TRLSTACK_MAX_STALENESS"] == "2"  # async-grpo's, passed to every trainer
     assert trainer["stop_grace_period"] == "15m0s"
     for service in (server, trainer):
         assert service["environment"]["TRLSTACK_MODEL"] == "org/model"  # the same model on both sides
