@@ -74,7 +74,6 @@ NEEDS_THE_GPU_STACK = [
     "test_policy.py",
     "test_caches.py",
     "test_passthrough.py",
-    "test_sharding_run.py",
     "test_recipes_async_grpo.py",
     "test_recipes_tree_kernel.py",
 ]

@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch", reason="needs the gpu extra (torch, transformers); runs in the image")
-pytest.importorskip("transformers", reason="needs the gpu extra; runs in the image")
+# Not in the image's CI run yet: one of four runs there had a gloo child abort (SIGABRT) inside torch.
+WHY = "needs the gpu extra (torch, transformers); run it where they are installed"
+torch = pytest.importorskip("torch", reason=WHY)
+pytest.importorskip("transformers", reason=WHY)
 
 from trlstack.plan.memory import count_parameters  # noqa: E402
 from trlstack.ports import free_port  # noqa: E402
