@@ -14,9 +14,6 @@ Completions are scored by the reward functions `reward_funcs` (the names TRL's G
 import path), in the rollout worker's process, which has no GPU: each must be picklable.
 """
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,35 +60,10 @@ class AsyncGRPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is
 
 
 def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
-    from trl.rewards import (
-        accuracy_reward,
-        get_soft_overlong_punishment,
-        reasoning_accuracy_reward,
-        think_format_reward,
-    )
+    from trlstack.recipes.rewards import named_reward_funcs
 
-    registry = {
-        "accuracy_reward": accuracy_reward,
-        "reasoning_accuracy_reward": reasoning_accuracy_reward,
-        "think_format_reward": think_format_reward,
-        "get_soft_overlong_punishment": get_soft_overlong_punishment(
-            max_completion_len=training_args.max_completion_length,
-            soft_punish_cache=training_args.max_completion_length // 4,
-        ),
-    }
     reward_funcs: list[Any] = []
-    for name in script_args.reward_funcs or []:
-        if name in registry:
-            reward_funcs.append(registry[name])
-        elif "." in name:
-            module_path, func_name = name.rsplit(".", 1)
-            sys.path.insert(0, os.getcwd())
-            reward_funcs.append(getattr(importlib.import_module(module_path), func_name))
-        else:
-            raise ValueError(
-                f"Could not load reward function {name!r}. Expected one of {list(registry)} or an import "
-                "path."
-            )
+    reward_funcs += named_reward_funcs(script_args.reward_funcs or [], training_args.max_completion_length)
     if not reward_funcs:
         raise ValueError("Async GRPO needs a judge of completions: set `reward_funcs`.")
     return reward_funcs

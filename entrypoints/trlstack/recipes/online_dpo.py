@@ -8,9 +8,6 @@ trl.ModelConfig and trl.DatasetMixtureConfig. Completions are ranked by the rewa
 dotted import path).
 """
 
-import importlib
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,37 +35,12 @@ class OnlineDPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is
 
 
 def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
-    from trl.rewards import (
-        accuracy_reward,
-        get_soft_overlong_punishment,
-        reasoning_accuracy_reward,
-        think_format_reward,
-    )
+    from trlstack.recipes.rewards import named_reward_funcs
 
-    registry = {
-        "accuracy_reward": accuracy_reward,
-        "reasoning_accuracy_reward": reasoning_accuracy_reward,
-        "think_format_reward": think_format_reward,
-        "get_soft_overlong_punishment": get_soft_overlong_punishment(
-            max_completion_len=training_args.max_new_tokens,
-            soft_punish_cache=training_args.max_new_tokens // 4,
-        ),
-    }
     reward_funcs: list[Any] = []
     if training_args.reward_model_path:
         reward_funcs.append(training_args.reward_model_path)  # the trainer loads it as a sequence classifier
-    for name in script_args.reward_funcs or []:
-        if name in registry:
-            reward_funcs.append(registry[name])
-        elif "." in name:
-            module_path, func_name = name.rsplit(".", 1)
-            sys.path.insert(0, os.getcwd())
-            reward_funcs.append(getattr(importlib.import_module(module_path), func_name))
-        else:
-            raise ValueError(
-                f"Could not load reward function {name!r}. "
-                f"Expected one of {list(registry)} or an import path."
-            )
+    reward_funcs += named_reward_funcs(script_args.reward_funcs or [], training_args.max_new_tokens)
     if not reward_funcs:
         raise ValueError(
             "Online DPO needs a judge of completions: set `reward_model_path` and/or `reward_funcs`."
