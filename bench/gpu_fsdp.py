@@ -40,7 +40,11 @@ def case(name: str, sharding: str, args: argparse.Namespace) -> dict:
     shape = SHAPES[name]
     estimate, _ = memory.estimate({"model_type": "qwen2", **shape}, "grpo", {})
     assert estimate is not None
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"]
+    # Every DDP rank holds the whole model, its gradients, its optimizer states and DDP's gradient buckets,
+    # whatever the rank count: where the ranks share one GPU, two such replicas cannot both fit, so DDP's
+    # per-rank figure is measured on one rank there (what each of two ranks on two GPUs would hold).
+    ranks = 1 if sharding == "none" and args.ranks_per_gpu == 2 else 2
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(ranks), "--master_port"]
     argv += [str(free_port())]
     env = dict(os.environ)
     if args.ranks_per_gpu == 2:  # NCCL refuses two ranks on one GPU of one host: each rank a host of its own
@@ -49,7 +53,8 @@ def case(name: str, sharding: str, args: argparse.Namespace) -> dict:
     argv += [str(HERE / "gpu_fsdp_case.py"), json.dumps(shape), sharding, str(args.steps)]
     argv += [str(args.batch), str(args.length)]
     result = run_case(argv, timeout=args.timeout, env=env)
-    result.update(model=name, sharding=sharding, estimate_bytes=estimate.per_process(sharding == "fsdp2", 2))
+    result.update(model=name, sharding=sharding, ranks=ranks)
+    result.update(estimate_bytes=estimate.per_process(sharding == "fsdp2", 2))
     return result
 
 
@@ -95,13 +100,13 @@ def plot(report: dict, out: Path) -> None:
     labels = [f"{c['model']}\n{'DDP' if c['sharding'] == 'none' else 'FSDP2'}" for c in cases]
     figure, (peak, speed) = plt.subplots(1, 2, figsize=(12, 4.5))
     xs = range(len(cases))
-    measured = [c.get("peak_bytes", 0) / memory.GIB for c in cases]
+    measured = [c.get("peak_bytes", c.get("peak_at_least_bytes", 0)) / memory.GIB for c in cases]
     estimated = [c["estimate_bytes"] / memory.GIB for c in cases]
     peak.bar([x - 0.2 for x in xs], measured, 0.4, label="measured peak (a rank)", color="#2f6fb0")
     peak.bar([x + 0.2 for x in xs], estimated, 0.4, label="estimate: model states", color="#9aa5b1")
     for x, c in zip(xs, cases, strict=True):
-        if c["status"] != "ok":
-            peak.text(x, 1, c["status"], ha="center")
+        if c["status"] != "ok":  # an OOM's bar is what it held when it ran out: a floor
+            peak.text(x, measured[x] + 1, f"{c['status']} (at least)", ha="center")
     peak.set_xticks(list(xs), labels)
     peak.set_ylabel("GiB per rank")
     peak.legend()

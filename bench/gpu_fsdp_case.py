@@ -35,17 +35,25 @@ def main(shape: str, sharding: str, steps: int, batch: int, length: int) -> None
         model = torch.nn.parallel.DistributedDataParallel(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     times = []
-    for _ in range(steps):
-        ids = torch.randint(0, config.vocab_size, (batch, length), device="cuda")
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - started)
+    try:
+        for _ in range(steps):
+            ids = torch.randint(0, config.vocab_size, (batch, length), device="cuda")
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - started)
+    except torch.OutOfMemoryError:
+        # What it held when it ran out is a floor under the peak it needed: the figure DDP is compared by
+        # where it does not fit.
+        held = torch.cuda.max_memory_allocated()
+        row = {"rank": dist.get_rank(), "status": "oom", "peak_at_least_bytes": held, "step_s": times}
+        print(json.dumps(row), flush=True)
+        os._exit(0)  # no collective after an OOM: the process group may be wedged
     peak = torch.cuda.max_memory_allocated()
     print(json.dumps({"rank": dist.get_rank(), "peak_bytes": peak, "step_s": times}), flush=True)
     dist.destroy_process_group()

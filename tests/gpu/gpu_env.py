@@ -33,6 +33,10 @@ __all__ = [
 ]
 
 HERE = Path(__file__).resolve().parent
+# Set (to a size in bytes) where other GPU work runs beside the tests on the same GPU: vLLM sizes its KV cache
+# by profiling the free memory, and aborts ("Error in memory profiling") when another process frees memory
+# meanwhile; a fixed KV cache skips that profiling, so servers of two test runs can start side by side.
+FIXED_KV_CACHE = "TRLSTACK_GPU_TESTS_KV_CACHE_BYTES"
 # The reward the tiny model earns in varying amounts (rewards.py): on it a run learns, on accuracy_reward not.
 VARIED_REWARD = "rewards.varied_reward"
 
@@ -106,8 +110,13 @@ def start_server(
     env = dict(os.environ)
     if gpus is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpus
-    argv = ["serve-vllm", "--model", str(model), "--port", str(port), "--gpu-memory-utilization", "0.3"]
+    fixed_kv_cache = os.environ.get(FIXED_KV_CACHE)
+    # With the KV cache fixed vLLM sizes nothing by the fraction; it only checks that much is free at start.
+    fraction = "0.1" if fixed_kv_cache else "0.3"
+    argv = ["serve-vllm", "--model", str(model), "--port", str(port), "--gpu-memory-utilization", fraction]
     argv += list(flags)
+    if fixed_kv_cache:
+        argv += ["--", "--kv-cache-memory-bytes", fixed_kv_cache]
     sink = log.open("w")
     return subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
 

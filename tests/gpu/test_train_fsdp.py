@@ -1,74 +1,140 @@
-"""FSDP2 on GPUs, in the layouts of gpu_env.LAYOUTS:
+"""FSDP2 on GPUs through `train --sharding fsdp2`, as users run it:
 
-- two-gpu: `train grpo --vllm-mode colocate --sharding fsdp2` on 2 GPUs, one rank each: 2 steps saved as one
-  shard per rank, resumed to step 4, the final model saved whole (safetensors) by the recipe runner; resuming
-  with another process count is refused before anything starts.
-- shared-gpu: 2 ranks on one GPU, which train does not offer (one process per GPU) and NCCL refuses within
-  one host: each rank gets an NCCL_HOSTID of its own from rank_host_id.sh (accelerate cannot set one per
-  rank), and FSDP2 trains a small decoder through torchrun (bench/gpu_fsdp_case.py).
+- two GPUs, one rank each, colocated vLLM: 2 steps saved as one shard per rank, resumed to step 4, the final
+  model saved whole (safetensors) by the recipe runner; another process count refused before anything starts.
+- one GPU, two ranks on it (`--ranks-per-gpu 2`: each rank names itself an NCCL host of its own, so the two
+  talk over sockets and time-slice the GPU), colocated vLLM in each rank: a stop signal mid-run saves a shard
+  per rank at the step reached; the same two ranks resume from it; one rank is refused, naming the two.
+- server mode with two FSDP2 ranks (the server on the same GPU in the shared-gpu layout, on its own in
+  two-gpu): every step pushes the gathered weights, and the server's log-probabilities follow them.
+
+Needs vLLM and TRL; the two-GPU cases need two GPUs.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
-import sys
+import time
 from pathlib import Path
 
 import pytest
-from gpu_env import LAYOUTS, VARIED_REWARD, cuda_devices, free_port, missing, reward_env
+from gpu_env import LAYOUTS, VARIED_REWARD, cuda_devices, max_weight_change, missing, reward_env
+from test_server_mode import Served, checkpoints, fixed_sequence, server_logprobs, trainer_logprobs
+from test_server_mode import served as served  # noqa: F401 - the module's server, one per layout
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
-HERE = Path(__file__).resolve().parent
 BY_NAME = {layout.name: layout for layout in LAYOUTS}
+REFUSED = "holds FSDP2 shards of 2 processes and this run has 1"
+TRL_OPTIONS = [
+    "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "16",
+    "--reward_funcs", VARIED_REWARD, "--logging_steps", "1", "--learning_rate", "1e-3",
+]  # fmt: skip
 
 
-def train(
-    tiny: Path, output: Path, log: Path, gpus: str, *more: str, steps: int = 2
-) -> subprocess.CompletedProcess:
-    argv = [
-        "train", "grpo", "--vllm-mode", "colocate", "--sharding", "fsdp2", "--model", str(tiny / "model"),
-        "--dataset", str(tiny / "dataset"), "--output-dir", str(output), "--",
-        "--max_steps", str(steps), "--save_steps", "2", "--logging_steps", "1",
-        "--per_device_train_batch_size", "4", "--num_generations", "4", "--max_completion_length", "16",
-        "--vllm_gpu_memory_utilization", "0.3", "--reward_funcs", VARIED_REWARD,
-    ]  # fmt: skip
+def colocate_argv(tiny: Path, output: Path, *more: str) -> list[str]:
+    return ["train", "grpo", "--vllm-mode", "colocate", "--sharding", "fsdp2", *more,
+            "--model", str(tiny / "model"), "--dataset", str(tiny / "dataset"), "--output-dir", str(output),
+            "--", *TRL_OPTIONS, "--vllm_gpu_memory_utilization", "0.1"]  # fmt: skip
+
+
+def run(argv: list[str], log: Path, gpus: str, *trl: str) -> subprocess.CompletedProcess:
     with log.open("a") as sink:
         env = reward_env() | {"CUDA_VISIBLE_DEVICES": gpus}
-        return subprocess.run(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
+        return subprocess.run([*argv, *trl], env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
 
 
-@pytest.mark.skipif(cuda_devices() < BY_NAME["two-gpu"].needs_gpus, reason="needs 2 GPUs")
+def shards(checkpoint: Path) -> list[str]:
+    return sorted(path.name for path in (checkpoint / "pytorch_model_fsdp_0").glob("*.distcp"))
+
+
+@pytest.mark.skipif(cuda_devices() < BY_NAME["two-gpu"].needs_gpus, reason="needs 2 CUDA GPUs")
 def test_fsdp2_on_two_gpus_saves_shards_resumes_and_ends_with_a_whole_model(tiny, tmp_path):
     output, log = tmp_path / "out", tmp_path / "train.log"
-    assert train(tiny, output, log, "0,1").returncode == 0, log.read_text()[-4000:]
-    shards = sorted(path.name for path in (output / "checkpoint-2" / "pytorch_model_fsdp_0").glob("*.distcp"))
-    assert shards == ["__0_0.distcp", "__1_0.distcp"]
+    argv = colocate_argv(tiny, output)
+    done = run(argv, log, "0,1", "--max_steps", "2", "--save_steps", "2")
+    assert done.returncode == 0, log.read_text()[-4000:]
+    assert shards(output / "checkpoint-2") == ["__0_0.distcp", "__1_0.distcp"]
     assert (output / "trlstack-accelerate.yaml").is_file()
 
-    assert train(tiny, output, log, "0,1", steps=4).returncode == 0, log.read_text()[-4000:]
+    done = run(argv, log, "0,1", "--max_steps", "4", "--save_steps", "2")
+    assert done.returncode == 0, log.read_text()[-4000:]
     text = log.read_text()
     assert "resuming from" in text and "checkpoint-2" in text
     state = json.loads((output / "checkpoint-4" / "trainer_state.json").read_text())
     assert state["global_step"] == 4
     assert list(output.glob("model*.safetensors")), "the final model was not saved whole"
 
-    refused = train(tiny, output, log, "0", steps=6)
+    refused = run(argv, log, "0", "--max_steps", "6")
     assert refused.returncode == 1
-    assert "holds FSDP2 shards of 2 processes and this run has 1" in log.read_text()
+    assert REFUSED in log.read_text()
 
 
-def test_two_ranks_share_one_gpu_with_a_host_id_each(tmp_path):
-    layout = BY_NAME["shared-gpu"]
-    shape = {
-        "vocab_size": 1024, "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "tie_word_embeddings": True,
-    }  # fmt: skip
-    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"]
-    argv += [str(free_port()), "--no-python", str(HERE / "rank_host_id.sh"), sys.executable]
-    argv += [str(HERE.parents[1] / "bench" / "gpu_fsdp_case.py"), json.dumps(shape), "fsdp2", "3", "2", "64"]
-    env = reward_env() | {"CUDA_VISIBLE_DEVICES": layout.train_gpus}
-    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    assert sorted(row["rank"] for row in rows) == [0, 1]
+def test_two_fsdp2_ranks_on_one_gpu_stop_with_a_shard_each_and_resume(tiny, tmp_path):
+    output, log = tmp_path / "out", tmp_path / "stopped.log"
+    argv = colocate_argv(tiny, output, "--ranks-per-gpu", "2")
+    with log.open("w") as sink:
+        env = reward_env() | {"CUDA_VISIBLE_DEVICES": "0"}
+        endless = [*argv, "--max_steps", "200", "--save_steps", "1000"]
+        trainer = subprocess.Popen(endless, env=env, stdout=sink, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 600
+            while "'loss'" not in log.read_text():
+                assert trainer.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+                time.sleep(0.2)
+            trainer.terminate()  # SIGTERM, as `docker compose stop` or Slurm stops the trainer
+            assert trainer.wait(timeout=300) == 143, log.read_text()[-4000:]
+        finally:
+            if trainer.poll() is None:
+                trainer.kill()
+    text = log.read_text()
+    assert "2 training ranks on each GPU" in text, text[-4000:]
+    (step,) = [int(p.name.split("-")[1]) for p in output.glob("checkpoint-*")]
+    assert shards(output / f"checkpoint-{step}") == ["__0_0.distcp", "__1_0.distcp"]
+
+    resumed_log = tmp_path / "resumed.log"
+    done = run(argv, resumed_log, "0", "--max_steps", str(step + 1), "--save_steps", "1000")
+    resumed = resumed_log.read_text()
+    assert done.returncode == 0, resumed[-4000:]
+    assert f"resuming from {output}/checkpoint-{step}" in resumed
+    assert list(output.glob("model*.safetensors")), "the final model was not saved whole"
+    assert max_weight_change(tiny / "model", output) > 1e-4, "the weights did not change"
+
+    refused_log = tmp_path / "refused.log"
+    refused = run(colocate_argv(tiny, output), refused_log, "0", "--max_steps", str(step + 5))
+    assert refused.returncode == 1, refused_log.read_text()[-4000:]
+    assert REFUSED in refused_log.read_text()
+
+
+def server_argv(tiny: Path, served: Served, output: Path, *more: str) -> list[str]:
+    return ["train", "grpo", *served.layout.flags, "--ranks-per-gpu", "2", "--sharding", "fsdp2", *more,
+            "--vllm-url", served.url, "--model", str(tiny / "model"), "--dataset", str(tiny / "dataset"),
+            "--output-dir", str(output), "--health-timeout", "60", "--", *TRL_OPTIONS]  # fmt: skip
+
+
+def test_two_fsdp2_ranks_push_every_step_and_the_server_follows(served, tiny, tmp_path):  # noqa: F811
+    token_ids, prompt_length = fixed_sequence(tiny)
+    before = server_logprobs(served.url, token_ids, prompt_length)
+    output, log = tmp_path / "out", tmp_path / "train.log"
+    argv = server_argv(tiny, served, output)
+    gpus = served.layout.train_gpus
+    done = run(argv, log, gpus, "--max_steps", "5", "--save_steps", "5")
+    assert done.returncode == 0, log.read_text()[-4000:]
+    assert shards(output / "checkpoint-5") == ["__0_0.distcp", "__1_0.distcp"]
+    assert max_weight_change(tiny / "model", output) > 1e-4, "the weights did not change"
+    after = server_logprobs(served.url, token_ids, prompt_length)
+    assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 1e-3, "the server never changed"
+
+    # The server holds what the last step generated with (step 4's weights); one more step resumed from
+    # checkpoint-5 pushes step 5's, which the first run saved whole at its end.
+    five = tmp_path / "step-5"
+    shutil.copytree(output, five, ignore=shutil.ignore_patterns("checkpoint-*"))
+    again = run(argv, log, gpus, "--max_steps", "6", "--save_steps", "5")
+    assert again.returncode == 0, log.read_text()[-4000:]
+    assert f"resuming from {output}/checkpoint-5" in log.read_text()
+    served_now = server_logprobs(served.url, token_ids, prompt_length)
+    trained = trainer_logprobs(five, token_ids, prompt_length)
+    distance = max(abs(a - b) for a, b in zip(served_now, trained, strict=True))
+    assert distance < 0.05, f"the server's logprobs do not follow the pushed weights: {distance}"
+    assert [int(c.name.split("-")[1]) for c in checkpoints(output)] == [5]  # save_steps 5: step 6 saves none

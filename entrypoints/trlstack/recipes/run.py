@@ -26,11 +26,14 @@ import os
 import re
 import runpy
 import signal
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
+
+from trlstack.defaults import Env
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -142,10 +145,35 @@ def load_cpu_n_locations() -> None:
     torch.serialization.register_package(50, lambda storage: None, on_cpu)
 
 
+def shared_gpu_rank(environ: Mapping[str, str]) -> dict[str, str]:
+    """What a rank sharing its GPU with others (train --ranks-per-gpu K, K > 1) changes in its environment
+    before torch starts, from the launcher's LOCAL_RANK: empty for a rank alone on its GPU.
+
+    NCCL refuses two ranks of one communicator on one GPU of one host ("Duplicate GPU detected"), so each
+    rank names itself a host of its own (NCCL_HOSTID ...-rankN) and NCCL moves its traffic over sockets. The
+    rank then sees only its GPU (ranks 0..K-1 the first visible one, K..2K-1 the second, ...) and is local
+    rank 0 of 1, as on a host of its own: accelerate and vLLM take their device from the local rank, and
+    accelerate's barrier names that device, which past the first would not exist."""
+    per_gpu = int(environ.get(Env.RANKS_PER_GPU) or 1)
+    if per_gpu <= 1 or "LOCAL_RANK" not in environ:
+        return {}
+    rank = int(environ["LOCAL_RANK"])
+    visible = environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(rank // per_gpu + 1)]
+    host = environ.get(Env.NCCL_HOSTID) or f"{socket.gethostname()}-trlstack-train"
+    return {
+        Env.NCCL_HOSTID: f"{host}-rank{rank}",
+        "CUDA_VISIBLE_DEVICES": gpus[rank // per_gpu].strip(),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+    }
+
+
 def main(argv: list[str]) -> None:
     if not argv:
         raise SystemExit("usage: python -m trlstack.recipes.run MODULE [ARGS...]")
     handle_stop_signals()  # first, before the imports that take seconds
+    os.environ.update(shared_gpu_rank(os.environ))
     import transformers
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)

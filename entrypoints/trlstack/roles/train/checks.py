@@ -55,6 +55,11 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"--share-gpus ({Env.SHARE_GPUS}) runs the trainer beside a vLLM server on the same GPUs, but "
             f"this is a {settings.mode} run, which starts no server; drop one of the two."
         )
+    if settings.cpu and settings.ranks_per_gpu > 1:
+        raise UsageError(
+            f"--ranks-per-gpu {settings.ranks_per_gpu} ({Env.RANKS_PER_GPU}) puts several ranks on each GPU, "
+            "but --cpu trains on none; use --num-processes for several CPU processes."
+        )
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "

@@ -72,19 +72,35 @@ def _model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]
 
 
 def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
-    """One process per visible GPU unless told fewer."""
+    """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer."""
     if not gpus:
         raise UsageError(
             "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
             "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
         )
-    processes = settings.num_processes or len(gpus)
-    if processes > len(gpus):
+    slots = len(gpus) * settings.ranks_per_gpu
+    processes = settings.num_processes or slots
+    if processes > slots:
+        each = "a GPU each" if settings.ranks_per_gpu == 1 else f"a GPU for every {settings.ranks_per_gpu}"
         raise UsageError(
-            f"--num-processes {processes} needs a GPU each, but {len(gpus)} are visible; lower it or "
-            "make more GPUs visible with CUDA_VISIBLE_DEVICES."
+            f"--num-processes {processes} needs {each} (--ranks-per-gpu, {Env.RANKS_PER_GPU}), but "
+            f"{len(gpus)} {'are' if len(gpus) > 1 else 'is'} visible; lower it, make more GPUs visible with "
+            "CUDA_VISIBLE_DEVICES, or put more ranks on each GPU with --ranks-per-gpu."
         )
     return processes
+
+
+def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
+    """The environment and the note for ranks that share a GPU (--ranks-per-gpu above 1): NCCL refuses two
+    ranks of one communicator on one GPU of one host, so each rank names itself a host of its own, which the
+    recipe runner does from its rank before torch starts (recipes/ranks.py)."""
+    if settings.ranks_per_gpu == 1:
+        return {}, []
+    note = (
+        f"{settings.ranks_per_gpu} training ranks on each GPU: each its own NCCL host "
+        f"({Env.NCCL_HOSTID}=...-rankN), so they talk over NCCL sockets and time-slice the GPU"
+    )
+    return {Env.RANKS_PER_GPU: str(settings.ranks_per_gpu)}, [note]
 
 
 def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
@@ -138,6 +154,8 @@ def training_memory(
         estimate, why = memory.estimate(model_config, recipe.name, config)
     sizes = [gpu.memory_bytes for gpu in gpus]
     smallest = min(size for size in sizes if size) if sizes and all(sizes) else None
+    if smallest is not None:  # ranks sharing a GPU share its memory
+        smallest //= settings.ranks_per_gpu
     server = SHARED_MEMORY_FRACTION if settings.share_gpus and settings.mode == "server" else None
     share = memory.vllm_share(settings.mode, config, recipe.name, server)
     return sharding.Memory(estimate, why, smallest, share, processes)
@@ -230,6 +248,9 @@ def build_launch(
                     "push goes over NCCL sockets"
                 )
         processes = training_processes(settings, gpus)
+        shared_ranks, rank_notes = rank_sharing(settings)
+        env.update(shared_ranks)
+        notes += rank_notes
         env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
         config.update(asynchronous.config_keys(settings) if recipe.server_only else vllm_settings(settings))
         if settings.mode == "colocate":

@@ -66,6 +66,14 @@ class TrainSettings:
     num_processes: int | None = setting(
         Env.NUM_PROCESSES, "training processes (default: visible GPUs; with --cpu, 1)", type=positive_int
     )
+    ranks_per_gpu: int = setting(
+        Env.RANKS_PER_GPU,
+        "training processes on each GPU (default 1). More than one is for testing several ranks (FSDP2, "
+        "async-grpo's two) on fewer GPUs: each rank names itself an NCCL host of its own, so the ranks talk "
+        "over sockets, and they time-slice the GPU and split its memory",
+        1,
+        positive_int,
+    )
     sharding: str = setting(
         Env.SHARDING,
         "none (DDP: a whole copy of the model states in each process), fsdp2 (each process holds its share), "
