@@ -1,7 +1,9 @@
 """One rank of one bench/gpu_fsdp.py case, started by torchrun: a Qwen2 decoder of the case's shape in float32
-(TRL's default) with bf16 autocast and AdamW, under DDP or torch's FSDP2 (each layer, then the whole model, as
-accelerate's plugin wraps it), STEPS steps on random tokens; prints one JSON line per rank: its peak memory
-and its step times. Run only through bench/gpu_fsdp.py."""
+(TRL's default) with bf16 autocast and fused AdamW (transformers' default optimizer), under DDP or torch's
+FSDP2 as `train --sharding fsdp2` runs it through accelerate (each layer, then the whole model; with bf16, the
+gathered weights and the reduced gradients in bf16: accelerate's MixedPrecisionPolicy), STEPS steps on random
+tokens; prints one JSON line per rank: its peak memory and its step times. Run only through
+bench/gpu_fsdp.py."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
@@ -24,16 +26,17 @@ def main(shape: str, sharding: str, steps: int, batch: int, length: int) -> None
     with torch.device("meta"):
         model = Qwen2ForCausalLM(config)
     if sharding == "fsdp2":
+        policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.bfloat16)
         for layer in model.model.layers:
-            fully_shard(layer, reshard_after_forward=True)
-        fully_shard(model, reshard_after_forward=True)
+            fully_shard(layer, reshard_after_forward=True, mp_policy=policy)
+        fully_shard(model, reshard_after_forward=True, mp_policy=policy)
     model.to_empty(device="cuda")
     with torch.no_grad():  # random weights: the memory and the time are what is measured
         for parameter in model.parameters():
             parameter.normal_(0, 0.02)
     if sharding == "none":
         model = torch.nn.parallel.DistributedDataParallel(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=True)
     times = []
     try:
         for _ in range(steps):

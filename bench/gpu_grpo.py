@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from children import run_case  # bench/, the script's folder
+from trlstack.commands.tiny import chat_template
 
 MODES = ["vllm-colocate", "generate"]
 # Needs a vLLM server on another GPU (--server-url); bench/gpu_server_mode.py starts one and runs this mode.
@@ -73,7 +74,10 @@ def make_tokenizer(directory: Path, vocab: int) -> None:
         (" ".join(corpus[i : i + 100]) for i in range(0, len(corpus), 100)), trainer
     )
     fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, eos_token="<|endoftext|>", pad_token="<|endoftext|>"
+        tokenizer_object=tokenizer,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        chat_template=chat_template(),  # Qwen2.5's, which async-grpo's response parsing knows
     )
     fast.save_pretrained(directory)
 

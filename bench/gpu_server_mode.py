@@ -96,6 +96,15 @@ def main() -> int:
     parser.add_argument("--case-timeout", type=int, default=400)
     parser.add_argument("--colocate-shapes", nargs="*", default=["0.5B"], help="shapes colocate also runs")
     parser.add_argument(
+        "--measure-after",
+        type=Path,
+        help="start the first server now, but run no trainer before this file exists (other GPU work can end "
+        "while the engine compiles; that server's start time is then not comparable)",
+    )
+    parser.add_argument(
+        "--restart-shapes", nargs="*", help="shapes whose trainer also restarts against the warm server (all)"
+    )
+    parser.add_argument(
         "--colocate-runs", type=int, default=2, help="colocate runs per shape: compile cache cold, then warm"
     )
     args = parser.parse_args()
@@ -134,12 +143,17 @@ def main() -> int:
             model_dir, args.layout, work / "server-cache", work / f"server-{shape}.log", eager
         )
         row["server_enforce_eager"] = eager
+        if args.measure_after is not None and shape == args.shapes[0]:
+            row["server_start_note"] = "started while other GPU work ran (--measure-after)"
+            while not args.measure_after.exists():
+                time.sleep(1)
         os.environ.update(BENCH_SERVER_URL=url, CUDA_VISIBLE_DEVICES=train_gpu, VLLM_HOST_IP="127.0.0.1")
         if shared:
             os.environ.update(nccl_host_id("train"))
         args.compile_cache = work / "trainer-cache"
         try:
-            for run in ("first", "restart"):
+            restarts = args.restart_shapes is None or shape in args.restart_shapes
+            for run in ("first", "restart")[: 2 if restarts else 1]:
                 case = run_child(("grpo-server", shape, VARIANT), str(model_dir), args)
                 row[f"server_{run}"] = summary(case, pushed)
                 print(f"{shape} server {run}: {row[f'server_{run}']}", flush=True)
@@ -155,7 +169,7 @@ def main() -> int:
                 row[f"colocate_{run}"] = summary(case, pushed)
                 print(f"{shape} colocate {run}: {row[f'colocate_{run}']}", flush=True)
                 write()
-            server_step = row["server_restart"].get("step_s")
+            server_step = row.get("server_restart", row["server_first"]).get("step_s")
             colocate_step = row["colocate_warm" if args.colocate_runs > 1 else "colocate_cold"].get("step_s")
             if server_step and colocate_step:
                 row["server_vs_colocate_step_ratio"] = server_step / colocate_step

@@ -129,6 +129,8 @@ class Env(StrEnum):
     NIX_ROOT = "TRLSTACK_NIX_ROOT"
     TESTS_MAY_PRUNE = "TRLSTACK_TESTS_MAY_PRUNE"  # .ci/run: a throwaway machine, its build cache may go
     SLURM_IMAGE = "TRLSTACK_SLURM_IMAGE"  # the test Slurm cluster's node image (tests/slurm)
+    # tests/gpu: a fixed vLLM KV cache, so several test runs' servers can start side by side on one GPU
+    GPU_TESTS_KV_CACHE_BYTES = "TRLSTACK_GPU_TESTS_KV_CACHE_BYTES"
 
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.

@@ -1,7 +1,8 @@
 """`trlstack tiny DIR`: smoke-test assets made on the spot, with no network.
 
     DIR/model         a Qwen2-shaped causal LM (random weights, under 1M parameters), a BPE tokenizer
-                      trained here, a ChatML chat template, eos and pad tokens
+                      trained here, Qwen2.5's chat template (TRL's copy; plain ChatML without TRL), eos and
+                      pad tokens
     DIR/reward_model  the same shape as a one-label sequence classifier, for Online DPO's judge
     DIR/dataset       prompt-only conversational arithmetic problems with a `solution` column (train.jsonl),
                       usable by the grpo, rloo and online-dpo recipes
@@ -12,6 +13,7 @@ The model's head size (64) is one vLLM's attention kernels support, so the serve
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -34,6 +36,19 @@ CHAT_TEMPLATE = (
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
 )
+
+
+def chat_template() -> str:
+    """Qwen2.5's own chat template where TRL ships a copy, else plain ChatML; both frame turns with
+    <|im_start|> and <|im_end|>. TRL's AsyncGRPOTrainer parses the responses of chat templates it knows and
+    refuses others, so a tiny model with the real template runs async-grpo as Qwen2.5 does."""
+    spec = importlib.util.find_spec("trl")  # found, not imported: importing TRL takes seconds
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        path = Path(root) / "chat_templates" / "qwen2_5.jinja"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    return CHAT_TEMPLATE
+
 
 # Small, but shaped like the real thing: grouped-query attention, head size 64, tied embeddings.
 MODEL_SHAPE = dict(
@@ -90,7 +105,7 @@ def make_tokenizer(texts: list[str]) -> Any:
         tokenizer_object=tokenizer,
         eos_token=IM_END,
         pad_token=PAD,
-        chat_template=CHAT_TEMPLATE,
+        chat_template=chat_template(),
         model_max_length=MODEL_SHAPE["max_position_embeddings"],
         padding_side="left",
     )

@@ -9,9 +9,9 @@ before the model loads, and the log says which one serves:
 - `hub`: TRL's own, where it loads (cached, or the Hub reachable); the image bakes it where the build could;
 - `fa4`: FlashAttention-4's varlen interface (the `flash-attn-4` package, Hopper and newer), through an
   adapter: FA4 takes its options by keyword and writes an unlimited window as None where FA3 writes -1.
-  The package is not in the lock or the image yet: adding flash-attn-4 4.0.0b19 (the release whose pins match
-  vLLM 0.25's cutlass-dsl and tvm-ffi) is the next step; until then this path serves only where it is
-  installed;
+  The lock pins flash-attn-4 4.0.0b19, the release whose pins match vLLM 0.25's cutlass-dsl and tvm-ffi. A
+  young kernel compiled at its first call: where that call fails (a head size or dtype it does not take),
+  SDPA serves from then on, and the log says so;
 - `sdpa`: PyTorch's scaled_dot_product_attention, one call per trie segment: correct on any device, slower.
 
 `auto` (the default) takes the first of these that loads. This module imports torch only when a kernel is
@@ -74,7 +74,7 @@ def fa4_problem(
     except ModuleNotFoundError:
         found = None
     if found is None:
-        return "the flash-attn-4 package is not installed (not yet in trlstack's lock or image)"
+        return "the flash-attn-4 package is not installed (the gpu extra has it)"
     return None
 
 
@@ -181,6 +181,25 @@ class SDPA:
         return out
 
 
+class FirstFailureToSDPA:
+    """`kernel`, until a call of it fails: that call and every later one go to SDPA, said once."""
+
+    def __init__(self, kernel: Any, name: str, say: Callable[[str], None]) -> None:
+        self.kernel, self.name, self.say, self.failed = kernel, name, say, False
+
+    def flash_attn_varlen_func(self, *args: Any, **kwargs: Any) -> Any:
+        if not self.failed:
+            try:
+                return self.kernel.flash_attn_varlen_func(*args, **kwargs)
+            except Exception as error:  # noqa: BLE001 - any failure: said, then SDPA serves
+                self.failed = True
+                self.say(
+                    f"tree attention kernel: sdpa from now on ({SPEEDS['sdpa']}); {self.name} failed "
+                    f"({type(error).__name__}: {str(error)[:300]})"
+                )
+        return SDPA.flash_attn_varlen_func(*args, **kwargs)
+
+
 def hub_kernel() -> Any:
     """TRL's own kernel (downloads it where the Hub can be reached and it is not cached)."""
     from kernels import get_kernel
@@ -209,7 +228,7 @@ def install(requested: str, say: Callable[[str], None]) -> str:
     name, skipped = choose_kernel(requested, {"hub": hub_problem, "fa4": lambda: fa4_problem(capability)})
     for note in skipped:
         say(f"tree attention: {note}")
-    kernel = loaded["hub"] if name == "hub" else FA4 if name == "fa4" else SDPA
+    kernel = loaded["hub"] if name == "hub" else FirstFailureToSDPA(FA4, name, say) if name == "fa4" else SDPA
     packing._flash_attn = lambda: kernel  # tree_attention looks the loader up by name at each call
     say(f"tree attention kernel: {name} ({SPEEDS[name]})")
     return name

@@ -73,7 +73,8 @@ def test_makes_a_loadable_model_tokenizer_and_dataset(tmp_path, capsys):
     text = tokenizer.apply_chat_template(
         [{"role": "user", "content": "What is 2 + 3?"}], tokenize=False, add_generation_prompt=True
     )
-    assert text == "<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n"
+    assert text.endswith("<|im_start|>user\nWhat is 2 + 3?<|im_end|>\n<|im_start|>assistant\n")
+    assert tokenizer.chat_template == tiny.chat_template()  # Qwen2.5's where TRL is installed
     assert tokenizer.decode(tokenizer("Any text: ünïcode 42")["input_ids"]) == "Any text: ünïcode 42"
 
     model = AutoModelForCausalLM.from_pretrained(root / "model")

@@ -60,6 +60,13 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"--ranks-per-gpu {settings.ranks_per_gpu} ({Env.RANKS_PER_GPU}) puts several ranks on each GPU, "
             "but --cpu trains on none; use --num-processes for several CPU processes."
         )
+    if settings.ranks_per_gpu > 1 and settings.mode == "colocate":
+        raise UsageError(
+            f"--ranks-per-gpu {settings.ranks_per_gpu} with --vllm-mode colocate starts a vLLM engine in "
+            "every rank on the same GPU at once, and vLLM's start-up memory profiling fails when another "
+            "process frees GPU memory meanwhile (seen on an H200: 'Error in memory profiling'); run several "
+            "ranks on one GPU in server mode (with --share-gpus beside the server), or one rank per GPU."
+        )
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
