@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
+from trlstack.recipes import tree_kernel
 from trlstack.recipes.tree_kernel import SPEEDS, choose_kernel, fa4_problem, fa4_window, visible_keys
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -98,3 +99,40 @@ def test_sdpa_path_equals_attention_over_each_segment_alone():
                 scores = k[k0 : k0 + last + 1, head // 2] @ q[q0 + row, head] / 8**0.5
                 expected = torch.softmax(scores, 0) @ v[k0 : k0 + last + 1, head // 2]
                 torch.testing.assert_close(out[q0 + row, head], expected, rtol=1e-4, atol=1e-5)
+
+
+class Failing:
+    @staticmethod
+    def flash_attn_varlen_func(*args, **kwargs):
+        raise RuntimeError("head dim 48 is not supported")
+
+
+class Working:
+    @staticmethod
+    def flash_attn_varlen_func(*args, **kwargs):
+        return ("fa4", args, kwargs)
+
+
+def test_fa4_serves_while_it_works():
+    said = []
+    kernel = tree_kernel.FirstFailureToSDPA(Working, "fa4", said.append)
+    assert kernel.flash_attn_varlen_func(1, 2, causal=True) == ("fa4", (1, 2), {"causal": True})
+    assert said == []
+
+
+def test_a_failing_fa4_call_and_every_later_one_go_to_sdpa_said_once(monkeypatch):
+    calls = []
+
+    def sdpa(*args, **kwargs):
+        calls.append((args, kwargs))
+        return "sdpa"
+
+    monkeypatch.setattr(tree_kernel.SDPA, "flash_attn_varlen_func", staticmethod(sdpa))
+    said = []
+    kernel = tree_kernel.FirstFailureToSDPA(Failing, "fa4", said.append)
+    assert kernel.flash_attn_varlen_func("q", "k", causal=True) == "sdpa"
+    assert kernel.flash_attn_varlen_func("q2", "k2") == "sdpa"
+    assert calls == [(("q", "k"), {"causal": True}), (("q2", "k2"), {})]
+    assert len(said) == 1
+    assert said[0].startswith("tree attention kernel: sdpa from now on")
+    assert "fa4 failed (RuntimeError: head dim 48 is not supported)" in said[0]

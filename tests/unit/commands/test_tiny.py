@@ -90,3 +90,17 @@ def test_makes_a_loadable_model_tokenizer_and_dataset(tmp_path, capsys):
     assert len(lines) == 16 and json.loads(lines[0])["prompt"][0]["role"] == "user"
     assert json.loads((root / "tiny.json").read_text())["rows"] == 16
     assert not (root / ".partial").exists()
+
+
+def test_the_chat_template_is_qwen25s_from_trl_where_trl_is_installed(tmp_path, monkeypatch):
+    templates = tmp_path / "trl" / "chat_templates"
+    templates.mkdir(parents=True)
+    (templates / "qwen2_5.jinja").write_text("{{ 'qwen2.5' }}\n")
+
+    class Spec:
+        submodule_search_locations = [str(tmp_path / "trl")]
+
+    monkeypatch.setattr(tiny.importlib.util, "find_spec", lambda name: Spec() if name == "trl" else None)
+    assert tiny.chat_template() == "{{ 'qwen2.5' }}\n"
+    monkeypatch.setattr(tiny.importlib.util, "find_spec", lambda name: None)
+    assert tiny.chat_template() == tiny.CHAT_TEMPLATE  # plain ChatML without TRL

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.roles.train.launch import build_launch
 from trlstack.roles.train.settings import TrainSettings
@@ -231,3 +232,30 @@ def test_sharing_the_gpus_with_the_server_names_this_role_a_host_of_its_own_to_n
     assert any(note.startswith("sharing the GPUs with the server: NCCL_HOSTID=") for note in launch.notes)
     alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
     assert "NCCL_HOSTID" not in alone.command.env
+
+
+def test_ranks_per_gpu_runs_that_many_ranks_on_each_gpu_and_tells_the_runner():
+    settings = TrainSettings(recipe="grpo", ranks_per_gpu=2, sharding="fsdp2", share_gpus=True)
+    launch = build_launch(settings, GRPO, "grpo.yaml", gpus(1))
+    assert launch.processes == 2
+    assert launch.accelerate_config is not None and launch.accelerate_config["num_processes"] == 2
+    assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"  # recipes/run.py: a host id per rank
+    assert launch.command.env["NCCL_HOSTID"].endswith("-trlstack-train")  # the base each rank extends
+    assert any(note.startswith("2 training ranks on each GPU") for note in launch.notes)
+
+
+def test_one_rank_per_gpu_adds_nothing_for_the_runner():
+    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", gpus(2))
+    assert "TRLSTACK_RANKS_PER_GPU" not in launch.command.env
+
+
+def test_ranks_sharing_a_gpu_share_its_memory_in_the_estimate():
+    small = {
+        "model_type": "qwen2", "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 256,
+        "num_hidden_layers": 2, "num_attention_heads": 2,
+    }  # fmt: skip
+    big = [Gpu(0, uuid="GPU-0", compute_capability=(9, 0), memory_bytes=80 << 30)]
+    alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "g", big, model_config=small)
+    shared = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "g", big, model_config=small)
+    assert any("80.0 GiB per GPU for training" in note for note in alone.notes), alone.notes
+    assert any("40.0 GiB per GPU for training" in note for note in shared.notes), shared.notes
