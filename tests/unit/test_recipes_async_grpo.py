@@ -58,3 +58,20 @@ def test_the_bundled_config_parses_with_trls_own_parser(tmp_path):
     )
     assert script_args.reward_funcs == ["accuracy_reward"]
     assert (training_args.max_staleness, training_args.token_budget) == (4, 0)
+
+
+@needs_trl
+def test_a_chat_template_trl_cannot_parse_responses_of_is_refused_before_anything_starts(tmp_path):
+    import importlib
+
+    from trlstack.commands import tiny
+
+    script = importlib.import_module(RECIPE.module)
+    known = tiny.make_tokenizer(["a few words to learn from"])  # Qwen2.5's template, from TRL
+    known.save_pretrained(tmp_path / "known")
+    script.check_response_parsing(str(tmp_path / "known"), trust_remote_code=False)
+
+    known.chat_template = tiny.CHAT_TEMPLATE  # plain ChatML: not one TRL's rollout worker knows
+    known.save_pretrained(tmp_path / "unknown")
+    with pytest.raises(SystemExit, match="is not one whose responses TRL's AsyncGRPOTrainer can parse"):
+        script.check_response_parsing(str(tmp_path / "unknown"), trust_remote_code=False)

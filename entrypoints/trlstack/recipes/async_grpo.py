@@ -69,6 +69,30 @@ def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
     return reward_funcs
 
 
+RESPONSE_PARSING = (
+    "async-grpo: the chat template of {model} is not one whose responses TRL's AsyncGRPOTrainer can parse "
+    "(its rollout worker reads tool calls out of each completion, and TRL 1.16 knows the templates of "
+    "Qwen2.5, Qwen3, Llama 3.1/3.2, Gemma 4, gpt-oss, GLM-4 MoE, Nemotron 3, LFM2 and DeepSeek-R1-Distill, "
+    "or a tokenizer that sets its own response_template); train a model with one of them, or use "
+    "`train grpo`."
+)
+
+
+def check_response_parsing(model: str, trust_remote_code: bool) -> None:
+    """Refuse, before anything starts, a model whose chat template the rollout worker cannot parse responses
+    of: it would fail in its own process at the first batch, with a traceback."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema
+
+    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=trust_remote_code)
+    if getattr(tokenizer, "response_template", None) or getattr(tokenizer, "response_schema", None):
+        return  # as the rollout worker does: a tokenizer's own wins
+    try:
+        add_response_schema(tokenizer)
+    except ValueError:
+        raise SystemExit(RESPONSE_PARSING.format(model=model)) from None
+
+
 def main(script_args: Any, training_args: Any, dataset_args: Any) -> None:
     from datasets import load_dataset
     from trl import get_dataset
@@ -83,6 +107,7 @@ def main(script_args: Any, training_args: Any, dataset_args: Any) -> None:
             "AsyncGRPOTrainer always uses tree-packing attention; remove attn_implementation from "
             "model_init_kwargs (tree_attention_kernel chooses its kernel)."
         )
+    check_response_parsing(script_args.model_name_or_path, bool(training_args.trust_remote_code))
     tree_kernel.install(script_args.tree_attention_kernel, async_guard.say)
     async_guard.guard(
         AsyncGRPOTrainer,
