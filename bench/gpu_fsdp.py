@@ -36,10 +36,23 @@ SHAPES = {
 WRAPPER = HERE.parent / "tests" / "gpu" / "rank_host_id.sh"
 
 
+def estimated(name: str, sharding: str) -> int:
+    """What `trlstack plan --model` estimates a rank of the case holds (GRPO's defaults: float32 weights, bf16
+    mixed precision, no reference model), with 2 ranks."""
+    estimate, _ = memory.estimate({"model_type": "qwen2", **SHAPES[name]}, "grpo", {})
+    assert estimate is not None
+    return estimate.per_process(sharding == "fsdp2", 2)
+
+
+def versus(result: dict) -> float | None:
+    """The estimate over the measured peak (over the floor, what it held when it ran out of memory): above 1
+    the estimate counts more than was measured. None where nothing was measured."""
+    measured = result.get("peak_bytes", result.get("peak_at_least_bytes"))
+    return round(result["estimate_bytes"] / measured, 3) if measured else None
+
+
 def case(name: str, sharding: str, args: argparse.Namespace) -> dict:
     shape = SHAPES[name]
-    estimate, _ = memory.estimate({"model_type": "qwen2", **shape}, "grpo", {})
-    assert estimate is not None
     # Every DDP rank holds the whole model, its gradients, its optimizer states and DDP's gradient buckets,
     # whatever the rank count: where the ranks share one GPU, two such replicas cannot both fit, so DDP's
     # per-rank figure is measured on one rank there (what each of two ranks on two GPUs would hold).
@@ -54,7 +67,8 @@ def case(name: str, sharding: str, args: argparse.Namespace) -> dict:
     argv += [str(args.batch), str(args.length)]
     result = run_case(argv, timeout=args.timeout, env=env)
     result.update(model=name, sharding=sharding, ranks=ranks)
-    result.update(estimate_bytes=estimate.per_process(sharding == "fsdp2", 2))
+    result.update(estimate_bytes=estimated(name, sharding))
+    result.update(estimate_vs_measured=versus(result))
     return result
 
 
@@ -89,32 +103,57 @@ def main() -> int:
     return 0
 
 
+def _layout(case: dict) -> str:
+    ranks = case["ranks"]
+    return f"{'DDP' if case['sharding'] == 'none' else 'FSDP2'}, {ranks} rank{'s' * (ranks > 1)}"
+
+
 def plot(report: dict, out: Path) -> None:
-    """Measured peak per rank beside the estimate of the states (bars), and the median step time."""
+    """Measured peak per rank beside the estimate (bars; an out-of-memory case's bar, hatched, is a floor),
+    each estimate's ratio to it above, and the median step time."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     cases = report["results"]
-    labels = [f"{c['model']}\n{'DDP' if c['sharding'] == 'none' else 'FSDP2'}" for c in cases]
-    figure, (peak, speed) = plt.subplots(1, 2, figsize=(12, 4.5))
+    labels = [f"{c['model']}\n{_layout(c)}" for c in cases]
+    figure, (peak, speed) = plt.subplots(1, 2, figsize=(13, 5))
     xs = range(len(cases))
     measured = [c.get("peak_bytes", c.get("peak_at_least_bytes", 0)) / memory.GIB for c in cases]
     estimated = [c["estimate_bytes"] / memory.GIB for c in cases]
-    peak.bar([x - 0.2 for x in xs], measured, 0.4, label="measured peak (a rank)", color="#2f6fb0")
-    peak.bar([x + 0.2 for x in xs], estimated, 0.4, label="estimate: model states", color="#9aa5b1")
+    floors = ["//" if c["status"] != "ok" else "" for c in cases]
+    bars = peak.bar([x - 0.2 for x in xs], measured, 0.4, label="measured peak (a rank)", color="#2f6fb0")
+    for bar, hatch in zip(bars, floors, strict=True):
+        bar.set_hatch(hatch)
+        bar.set_edgecolor("white")
+    peak.bar([x + 0.2 for x in xs], estimated, 0.4, label="estimate (plan/memory.py)", color="#9aa5b1")
+    top = max(measured + estimated)
     for x, c in zip(xs, cases, strict=True):
         if c["status"] != "ok":  # an OOM's bar is what it held when it ran out: a floor
-            peak.text(x, measured[x] + 1, f"{c['status']} (at least)", ha="center")
+            peak.text(
+                x - 0.2, measured[x] + top * 0.01, f"{c['status']}\n(at least)", ha="center", va="bottom"
+            )
+        ratio = c.get("estimate_vs_measured")
+        if ratio is not None:
+            peak.text(x + 0.2, estimated[x] + top * 0.01, f"x{ratio:.2f}", ha="center", va="bottom")
+    peak.set_ylim(0, top * 1.25)
     peak.set_xticks(list(xs), labels)
     peak.set_ylabel("GiB per rank")
-    peak.legend()
-    speed.bar(list(xs), [c.get("median_step_s", 0) for c in cases], color="#2f6fb0")
+    peak.set_title("peak memory; above each estimate: estimate / measured", fontsize=10)
+    peak.legend(loc="upper left")
+    steps = [c.get("median_step_s", 0) for c in cases]
+    speed.bar(list(xs), steps, color="#2f6fb0")
+    for x, c in zip(xs, cases, strict=True):
+        shown = f"{steps[x]:.3g} s" if c["status"] == "ok" else c["status"]
+        speed.text(x, steps[x] + max(steps) * 0.01, shown, ha="center", va="bottom")
+    speed.set_ylim(0, max(steps) * 1.15 or 1)
     speed.set_xticks(list(xs), labels)
     speed.set_ylabel("median step (s)")
-    shown = f"{report['ranks_per_gpu']} per GPU), batch {report['batch']} x {report['length']}"
-    figure.suptitle(f"DDP vs FSDP2, 2 ranks ({shown}")
+    speed.set_title("median step after the first", fontsize=10)
+    per_gpu = report["ranks_per_gpu"]
+    shown = f"{per_gpu} rank{'s' * (per_gpu > 1)} per GPU, batch {report['batch']} x {report['length']}"
+    figure.suptitle(f"DDP vs FSDP2, {shown}")
     figure.tight_layout()
     figure.savefig(out, dpi=120)
 

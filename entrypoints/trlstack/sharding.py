@@ -68,12 +68,12 @@ class Memory:
         return None if self.estimate is None else self.estimate.per_process(sharded, self.processes)
 
     def fits(self, sharded: bool) -> bool | None:
-        """Whether the counted states fit in their share of the trainer's memory (None: unknown)."""
+        """Whether the counted memory fits in its share of the trainer's memory (None: unknown)."""
         need, available = self.per_process(sharded), self.available
         return None if need is None or available is None else need <= available * STATES_SHARE
 
     def possible(self, sharded: bool) -> bool | None:
-        """Whether the counted states fit in the trainer's memory at all (None: unknown)."""
+        """Whether the counted memory fits in the trainer's memory at all (None: unknown)."""
         need, available = self.per_process(sharded), self.available
         return None if need is None or available is None else need <= available
 
@@ -86,10 +86,10 @@ class Memory:
         if self.available is not None:
             where = f"{gib(self.available)} per GPU for training{vllm}"
         return [
-            f"model states: {self.estimate.describe()}",
+            f"memory counted: {self.estimate.describe()}",
             f"per process: DDP {gib(self.per_process(False) or 0)}, FSDP2 over {self.processes} "
             f"{gib(self.per_process(True) or 0)}; {where}",
-            f"not counted: activations, the CUDA context, FSDP2's gathered layer; a fit leaves "
+            f"not counted: activations, the CUDA context, the allocator's fragmentation; a fit leaves "
             f"{1 - STATES_SHARE:.0%} of the training memory for them",
         ]
 
@@ -102,7 +102,7 @@ class Choice:
 
 def choose(asked: str, memory: Memory, cpu: bool = False) -> Choice:
     """none or fsdp2 for `asked` (auto, none, fsdp2); UsageError, with the numbers and the fix, for a layout
-    whose model states exceed the trainer's memory on a GPU."""
+    whose counted memory exceeds the trainer's memory on a GPU."""
     if asked == "fsdp2":
         _refuse_impossible(memory, sharded=True)
         alone = " (one process: nothing is shared out)" if memory.processes == 1 else ""
@@ -139,7 +139,7 @@ def _refuse_impossible(memory: Memory, sharded: bool) -> None:
         fixes.append("load the weights in bf16 (model_init_kwargs: {dtype: bfloat16}: half the bytes)")
     fixes += ["train an adapter (use_peft: true)", "or a smaller model"]
     raise UsageError(
-        f"the model states do not fit: {memory.estimate.describe()}; {layout} needs "
+        f"the training memory does not fit: {memory.estimate.describe()}; {layout} needs "
         f"{gib(memory.per_process(sharded) or 0)} per process, but a GPU has {gib(memory.available)} for "
         f"training. Before anything starts: " + "; ".join(fixes) + "."
     )

@@ -1,12 +1,17 @@
 """How much GPU memory training takes per process, from the model's config.json alone (no torch, no download):
-the parameters counted from the architecture's sizes, times the bytes each parameter costs in training.
+the parameters counted from the architecture's sizes, times the bytes each parameter costs in training, plus
+what DDP and FSDP2 each hold beside them.
 
-What is counted: the trained model's weights, gradients and AdamW's two moments, and the frozen reference
-model's weights where the recipe loads one. Under DDP every process holds all of it; FSDP2 shards it over
-the processes. What is not counted, and is left to the headroom (`STATES_SHARE`): activations (they grow with
-batch size, completion length and gradient checkpointing), the CUDA context and kernels' workspace, the
-allocator's fragmentation, the layer FSDP2 gathers whole while it runs, autocast's bf16 copies, and a vLLM
-that shares the GPU, whose share is taken off the GPU's memory first (`vllm_share`).
+What is counted: the model states (the trained model's weights, gradients and AdamW's two moments, and the
+frozen reference model's weights where the recipe loads one), which every DDP process holds whole and FSDP2
+shards over the processes; under DDP also its gradient buckets and autocast's bf16/fp16 copy of float32
+weights; under FSDP2 also the units it holds gathered (the root unit and two decoder layers, their weights and
+gradients in the compute dtype). Against the peaks measured on an H200 (bench/results/gpu_fsdp.json: Qwen2.5
+1.5B and 7B shapes, batch 2 x 512) the estimate is 8% under to 3% over, and above the floor where DDP ran out
+of memory. What is not counted, and is left to the headroom (`STATES_SHARE`): activations (they grow with
+batch size, completion length and gradient checkpointing: most of what the estimate misses there), the CUDA
+context and kernels' workspace, the allocator's fragmentation, and a vLLM that shares the GPU, whose share is
+taken off the GPU's memory first (`vllm_share`).
 
 A config that is not a decoder of the kinds counted here gives no estimate (`count_parameters` -> None and
 why), never a guess.
@@ -24,11 +29,14 @@ GIB = 1 << 30
 # Bytes per parameter of the model being trained, by the dtype its weights load in: weights, gradients and
 # AdamW's two moments, all in that dtype (torch's AdamW keeps its states in the parameter's dtype). TRL loads
 # the weights in float32 unless model_init_kwargs.dtype says otherwise; bf16 mixed precision (autocast)
-# computes in bf16 but keeps all four in float32: 16 bytes.
+# computes in bf16 but keeps all four in float32: 16 bytes (its bf16 copies are counted apart, below).
 TRAINED_BYTES = {"float32": 16, "bfloat16": 8, "float16": 8}
-# A frozen reference model (the KL term): weights only, in the same dtype.
-REFERENCE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-# The share of the trainer's memory on a GPU the counted states may take to be said to fit; the rest is for
+# One copy of the weights in their dtype: all a frozen reference model (the KL term) holds, and the size of
+# DDP's gradient buckets.
+WEIGHT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+# What mixed precision (bf16 or fp16 autocast) computes in: 2 bytes a value.
+MIXED_BYTES = 2
+# The share of the trainer's memory on a GPU the counted bytes may take to be said to fit; the rest is for
 # what is not counted (above). Beyond the whole of it a run cannot start at all.
 STATES_SHARE = 0.7
 # The recipes' KL coefficient when the config sets none (TRL 1.16's defaults): a non-zero one loads a
@@ -36,6 +44,9 @@ STATES_SHARE = 0.7
 DEFAULT_BETA = {"grpo": 0.0, "rloo": 0.05}
 # vLLM's share of each GPU when it runs inside the trainer, when the config sets none (TRL 1.16's defaults).
 DEFAULT_COLOCATE_SHARE = {"grpo": 0.3, "rloo": 0.3, "online-dpo": 0.55}
+# FSDP2's units held whole at once: the root (never resharded between forward and backward) and two decoder
+# layers (the one running and the next, prefetched).
+GATHERED_LAYERS = 2
 
 # Decoders counted here: every layer an attention (q, k, v, o; q/k/v biased for Qwen2, q/k normed for Qwen3),
 # a gated MLP (gate, up, down) and two RMSNorms; embeddings, a final norm, and an LM head unless tied.
@@ -49,8 +60,24 @@ def _positive(config: Mapping[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def count_parameters(config: Mapping[str, Any]) -> tuple[int | None, str]:
-    """(the parameter count of the model `config` describes, how it was counted), or (None, why not)."""
+@dataclass(frozen=True)
+class Counted:
+    """A decoder's parameters as FSDP2 wraps them (accelerate: each decoder layer a unit, then the root):
+    `root` (embeddings, the LM head unless tied, the final norm) and `layers` layers of `layer` each."""
+
+    root: int
+    layer: int
+    layers: int
+    how: str
+
+    @property
+    def total(self) -> int:
+        return self.root + self.layers * self.layer
+
+
+def count(config: Mapping[str, Any]) -> tuple[Counted | None, str]:
+    """(the parameters of the model `config` describes, by unit; how they were counted), or (None, why
+    not)."""
     kind = config.get("model_type")
     if kind not in QKV_BIAS:
         known = ", ".join(sorted(QKV_BIAS))
@@ -73,9 +100,17 @@ def count_parameters(config: Mapping[str, Any]) -> tuple[int | None, str]:
     mlp = 3 * hidden * inner + (2 * inner + hidden if config.get("mlp_bias") else 0)
     layer = attention + mlp + 2 * hidden
     tied = bool(config.get("tie_word_embeddings", False))  # transformers' default for all four
-    total = vocab * hidden * (1 if tied else 2) + layers * layer + hidden
+    root = vocab * hidden * (1 if tied else 2) + hidden
     tied_note = ", tied embeddings" if tied else ""
-    return total, f"{kind}: {layers} layers of {hidden}, vocabulary {vocab}{tied_note}"
+    how = f"{kind}: {layers} layers of {hidden}, vocabulary {vocab}{tied_note}"
+    counted = Counted(root, layer, layers, how)
+    return counted, counted.how
+
+
+def count_parameters(config: Mapping[str, Any]) -> tuple[int | None, str]:
+    """(the parameter count of the model `config` describes, how it was counted), or (None, why not)."""
+    counted, why = count(config)
+    return (None, why) if counted is None else (counted.total, counted.how)
 
 
 def weights_dtype(config: Mapping[str, Any], model_config: Mapping[str, Any] | None = None) -> str | None:
@@ -91,6 +126,13 @@ def weights_dtype(config: Mapping[str, Any], model_config: Mapping[str, Any] | N
     return dtype if dtype in TRAINED_BYTES else None
 
 
+def mixed_precision(config: Mapping[str, Any]) -> bool:
+    """Whether training computes in bf16 or fp16 (autocast), by TRL's rule: bf16 unless the config sets it
+    false or sets fp16. train's policy sets them for its GPUs; plan and doctor see a recipe's config, which
+    usually sets neither: on."""
+    return bool(config.get("fp16")) or config.get("bf16") is None or bool(config.get("bf16"))
+
+
 def has_reference_model(recipe: str, config: Mapping[str, Any]) -> bool:
     if recipe not in DEFAULT_BETA:
         return True
@@ -101,31 +143,52 @@ def has_reference_model(recipe: str, config: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True)
 class Estimate:
     """The counted memory of one training run: `parameters` costing `trained` bytes each, plus `reference`
-    bytes each for a frozen reference model."""
+    bytes each for a frozen reference model (the model states, which FSDP2 shards); DDP adds `buckets` and
+    `autocast` bytes each; FSDP2 adds `gathered` bytes, its units held whole at `compute` bytes a value."""
 
     parameters: int
     dtype: str
     trained: int
     reference: int
+    buckets: int
+    autocast: int
+    gathered: int
+    compute: int
+
+    @property
+    def states(self) -> int:
+        """The model states: what FSDP2 shards over its processes."""
+        return self.parameters * (self.trained + self.reference)
+
+    @property
+    def ddp_added(self) -> int:
+        """The bytes per parameter DDP holds beside the states."""
+        return self.buckets + self.autocast
 
     @property
     def total(self) -> int:
         """All of it, as one DDP process holds it."""
-        return self.parameters * (self.trained + self.reference)
+        return self.states + self.parameters * self.ddp_added
 
     def per_process(self, sharded: bool, processes: int) -> int:
-        """What one process holds: all of it under DDP, its 1/processes share under FSDP2."""
-        return math.ceil(self.total / processes) if sharded else self.total
+        """What one process holds: all of it under DDP; under FSDP2 its 1/processes share of the states and
+        the units it holds gathered."""
+        return math.ceil(self.states / processes) + self.gathered if sharded else self.total
 
     def processes_needed(self, budget: int) -> int | None:
-        """The fewest FSDP2 processes whose shares fit in `budget` bytes each (None: no budget)."""
-        return math.ceil(self.total / budget) if budget > 0 else None
+        """The fewest FSDP2 processes whose shares fit in `budget` bytes each (None: no count would, the
+        gathered units alone filling it)."""
+        left = budget - self.gathered
+        return math.ceil(self.states / left) if left > 0 else None
 
     def describe(self) -> str:
         ref = f" + {self.reference} for the reference model" if self.reference else ""
+        copy = f" + {self.autocast} for autocast's copy of the weights" if self.autocast else ""
         return (
             f"{self.parameters / 1e9:.2f}B parameters x {self.trained} bytes ({self.dtype} weights, "
-            f"gradients, AdamW's two moments){ref} = {gib(self.total)}"
+            f"gradients, AdamW's two moments){ref} = {gib(self.states)}; DDP adds {self.buckets} bytes each "
+            f"for its gradient buckets{copy}; FSDP2 adds {gib(self.gathered)} held gathered (the root unit "
+            f"and {GATHERED_LAYERS} layers, weights and gradients at {self.compute} bytes)"
         )
 
 
@@ -136,14 +199,26 @@ def estimate(
     there is none)."""
     if config.get("use_peft"):
         return None, "use_peft trains an adapter, which is not estimated"
-    parameters, how = count_parameters(model_config)
-    if parameters is None:
-        return None, how
+    counted, why = count(model_config)
+    if counted is None:
+        return None, why
     dtype = weights_dtype(config, model_config)
     if dtype is None:
         return None, f"model_init_kwargs.dtype is not one of {', '.join(TRAINED_BYTES)}"
-    reference = REFERENCE_BYTES[dtype] if has_reference_model(recipe, config) else 0
-    return Estimate(parameters, dtype, TRAINED_BYTES[dtype], reference), how
+    weight = WEIGHT_BYTES[dtype]
+    reference = weight if has_reference_model(recipe, config) else 0
+    mixed = mixed_precision(config)
+    # DDP's buckets: a second copy of the gradients, in the weights' dtype, which it all-reduces.
+    buckets = weight
+    # autocast caches a bf16/fp16 copy of every float32 weight in the forward and keeps it for the backward.
+    autocast = MIXED_BYTES if mixed and weight > MIXED_BYTES else 0
+    # FSDP2 gathers in the compute dtype (accelerate's MixedPrecisionPolicy: bf16/fp16 with mixed precision).
+    compute = MIXED_BYTES if mixed else weight
+    # FSDP2: the root and the layers held whole, and each one's whole gradient until its reduce-scatter.
+    gathered = (counted.root + GATHERED_LAYERS * counted.layer) * compute * 2
+    trained = TRAINED_BYTES[dtype]
+    found = Estimate(counted.total, dtype, trained, reference, buckets, autocast, gathered, compute)
+    return found, counted.how
 
 
 def vllm_share(mode: str, config: Mapping[str, Any], recipe: str, shared_server: float | None) -> float:

@@ -29,7 +29,7 @@ def test_plan_prints_the_estimate_and_the_choice_beside_the_plan(model, clean_en
     captured = capsys.readouterr()
     assert "NUM_PROCESSES=2" in captured.out and "trlstack plan: " not in captured.out  # the .env stays clean
     assert (
-        "trlstack plan: per process: DDP 113.5 GiB, FSDP2 over 2 56.7 GiB; 80.0 GiB per GPU" in captured.err
+        "trlstack plan: per process: DDP 156.0 GiB, FSDP2 over 2 62.5 GiB; 80.0 GiB per GPU" in captured.err
     )
     assert "trlstack plan: sharding auto: fsdp2 (DDP would not fit; sharded over 2 processes)" in captured.err
 
@@ -37,7 +37,7 @@ def test_plan_prints_the_estimate_and_the_choice_beside_the_plan(model, clean_en
 def test_plan_takes_the_config_json_itself_and_says_when_it_cannot_fit(model, clean_env, capsys):
     argv = ["plan", "--gpus", "2", "--model", str(model / "config.json"), "--gpu-memory", "80"]
     assert cli.main(argv) == 0
-    assert "sharding: refused: the model states do not fit" in capsys.readouterr().err
+    assert "sharding: refused: the training memory does not fit" in capsys.readouterr().err
 
 
 def test_plan_with_an_unreadable_model_names_what_to_give(tmp_path, clean_env, capsys):

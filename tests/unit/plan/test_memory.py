@@ -1,10 +1,17 @@
 """plan/memory.py: parameters counted from config.json alone, against the published sizes of Qwen2.5 worked by
-hand, and the bytes a training run holds per parameter."""
+hand; the bytes a training run holds per parameter, what DDP and FSDP2 add, and the estimate held against the
+peaks measured on an H200 (bench/results/gpu_fsdp.json)."""
 
 from __future__ import annotations
 
+import importlib
+import json
+from pathlib import Path
+
 import pytest
 from trlstack.plan import memory
+
+BENCH = Path(__file__).resolve().parents[3] / "bench"
 
 QWEN = {"model_type": "qwen2", "vocab_size": 151936, "num_key_value_heads": 2, "tie_word_embeddings": True}
 QWEN_05B = {
@@ -48,6 +55,20 @@ def test_qwen25_shapes_count_to_their_published_sizes(config, published, hand):
     assert memory.count_parameters(config)[0] == published
 
 
+def test_the_count_splits_into_fsdp2s_root_unit_and_its_layers():
+    # a 1.5B layer by hand: q (biased), k and v (2 heads of 128, biased), o, gate/up/down, two norms
+    layer = (1536 * 1536 + 1536) + 2 * (1536 * 256 + 256) + 1536 * 1536 + 3 * 1536 * 8960 + 2 * 1536
+    counted, how = memory.count(QWEN_15B)
+    assert counted is not None and how == counted.how
+    # tied: the embeddings once, and the final norm
+    assert (counted.root, counted.layer, counted.layers) == (151936 * 1536 + 1536, layer, 28)
+    assert (counted.root, counted.layer) == (233_375_232, 46_797_824)
+    assert counted.total == 1_543_714_304 == memory.count_parameters(QWEN_15B)[0]
+    untied, _ = memory.count(QWEN_7B)
+    assert untied is not None and untied.root == 2 * 152064 * 3584 + 3584 == 1_089_998_336  # the LM head too
+    assert untied.layer == 233_057_792 and untied.root + 28 * untied.layer == 7_615_616_512
+
+
 def test_llama_counts_without_biases_unless_it_says_so():
     llama = {**QWEN_05B, "model_type": "llama"}
     plain = memory.count_parameters(llama)[0]
@@ -81,14 +102,51 @@ def test_a_config_that_cannot_be_counted_says_why_instead_of_guessing(config, wh
     assert count is None and why in how
 
 
-def test_trls_float32_default_costs_16_bytes_a_parameter():
+def test_trls_float32_default_costs_16_bytes_a_parameter_and_what_ddp_and_fsdp2_add():
     estimate, _ = memory.estimate(QWEN_7B, "grpo", {})
     assert estimate is not None
     assert (estimate.dtype, estimate.trained, estimate.reference) == ("float32", 16, 0)
-    assert estimate.total == 7_615_616_512 * 16
-    assert estimate.per_process(sharded=True, processes=2) == 7_615_616_512 * 8
-    assert estimate.per_process(sharded=False, processes=2) == estimate.total
-    assert "7.62B parameters x 16 bytes" in estimate.describe() and "113.5 GiB" in estimate.describe()
+    assert estimate.states == 7_615_616_512 * 16
+    # DDP: + 4 bytes of gradient buckets (float32) + 2 of autocast's bf16 copy of the weights
+    assert (estimate.buckets, estimate.autocast) == (4, 2)
+    assert estimate.total == 7_615_616_512 * 22 == estimate.per_process(sharded=False, processes=2)
+    # FSDP2: half the states, and the root unit and two layers whole in bf16, weights and gradients
+    gathered = (1_089_998_336 + 2 * 233_057_792) * 2 * 2
+    assert estimate.gathered == gathered == 6_224_455_680
+    assert estimate.per_process(sharded=True, processes=2) == 7_615_616_512 * 8 + gathered
+    shown = estimate.describe()
+    assert "7.62B parameters x 16 bytes" in shown and "113.5 GiB" in shown
+    assert "DDP adds 4 bytes each for its gradient buckets + 2 for autocast's copy of the weights" in shown
+    assert "FSDP2 adds 5.8 GiB held gathered (the root unit and 2 layers" in shown
+
+
+@pytest.mark.parametrize(
+    ("config", "buckets", "autocast", "compute"),
+    [
+        ({}, 4, 2, 2),  # neither set: train's policy turns bf16 (or fp16) on for every GPU
+        ({"bf16": True}, 4, 2, 2),
+        ({"fp16": True}, 4, 2, 2),
+        ({"bf16": False, "fp16": False}, 4, 0, 4),  # float32 throughout: nothing cast
+        ({"bf16": False}, 4, 0, 4),  # TRL: bf16 false and fp16 unset (false) is float32
+        ({"model_init_kwargs": {"dtype": "bfloat16"}}, 2, 0, 2),  # bf16 weights: nothing to cast
+        ({"model_init_kwargs": {"dtype": "bfloat16"}, "bf16": False}, 2, 0, 2),
+    ],
+)
+def test_what_ddp_and_fsdp2_add_follows_the_precision(config, buckets, autocast, compute):
+    estimate, _ = memory.estimate(QWEN_15B, "grpo", config)
+    assert estimate is not None
+    assert (estimate.buckets, estimate.autocast, estimate.compute) == (buckets, autocast, compute)
+    assert estimate.gathered == (233_375_232 + 2 * 46_797_824) * compute * 2
+    assert estimate.total == 1_543_714_304 * (estimate.trained + buckets + autocast)
+    if not autocast:
+        assert "autocast" not in estimate.describe()
+
+
+def test_a_reference_model_is_sharded_with_the_states_and_adds_nothing_gathered():
+    estimate, _ = memory.estimate(QWEN_15B, "grpo", {"beta": 0.04})
+    assert estimate is not None and estimate.reference == 4
+    assert estimate.per_process(sharded=True, processes=4) == 1_543_714_304 * 20 // 4 + 1_307_883_520
+    assert estimate.total == 1_543_714_304 * (16 + 4 + 6)
 
 
 @pytest.mark.parametrize(
@@ -143,6 +201,35 @@ def test_vllms_share_of_a_gpu_it_runs_on():
 def test_the_fewest_processes_that_fit():
     estimate, _ = memory.estimate(QWEN_7B, "grpo", {})
     assert estimate is not None
+    # 121.85e9 bytes of states over what 6.22e9 gathered leaves: 80 GiB -> 79.7e9 (2), 40 GiB -> 36.7e9 (4)
     assert estimate.processes_needed(80 << 30) == 2
-    assert estimate.processes_needed(40 << 30) == 3
+    assert estimate.processes_needed(40 << 30) == 4
+    assert estimate.per_process(True, 3) > 40 << 30 >= estimate.per_process(True, 4)
+    assert estimate.processes_needed(estimate.gathered) is None  # the gathered units alone fill it
     assert estimate.processes_needed(0) is None
+
+
+@pytest.fixture
+def bench(monkeypatch):
+    """bench/gpu_fsdp.py, which imports children from bench/."""
+    monkeypatch.syspath_prepend(str(BENCH))
+    return importlib.import_module("gpu_fsdp")
+
+
+def test_the_estimate_holds_against_the_peaks_measured_on_an_h200(bench):
+    """Within 15% of each measured peak; above the floor where DDP ran out of memory. The committed JSON's
+    estimates are this code's."""
+    report = json.loads((BENCH / "results" / "gpu_fsdp.json").read_text())
+    cases = {(case["model"], case["sharding"]): case for case in report["results"]}
+    assert set(cases) == {(model, sharding) for model in bench.SHAPES for sharding in ("none", "fsdp2")}
+    for (model, sharding), case in cases.items():
+        estimated = bench.estimated(model, sharding)
+        assert case["estimate_bytes"] == estimated
+        assert case["estimate_vs_measured"] == bench.versus(case)
+        if case["status"] == "ok":
+            assert abs(estimated / case["peak_bytes"] - 1) <= 0.15, (model, sharding)
+        else:
+            assert case["status"] == "oom" and estimated >= case["peak_at_least_bytes"], (model, sharding)
+    assert cases["qwen2.5-7b", "none"]["status"] == "oom"  # the case the floor stands for
+    assert cases["qwen2.5-1.5b", "none"]["estimate_bytes"] == 1_543_714_304 * 22
+    assert cases["qwen2.5-7b", "fsdp2"]["estimate_bytes"] == 7_615_616_512 * 8 + 6_224_455_680

@@ -80,13 +80,13 @@ def test_auto_without_a_readable_model_config_keeps_ddp_and_says_so():
 def test_colocated_vllm_takes_its_share_before_the_choice():
     settings = TrainSettings(recipe="grpo", vllm_mode="colocate")
     with pytest.raises(
-        UsageError, match="FSDP2 over 2 processes needs 56.7 GiB per process, but a GPU has 56.0"
+        UsageError, match="FSDP2 over 2 processes needs 62.5 GiB per process, but a GPU has 56.0"
     ):
         build_launch(settings, GRPO, "c", gpus(2), model_config=QWEN_7B)
 
 
 def test_a_layout_that_cannot_fit_is_refused_before_anything_starts():
-    with pytest.raises(UsageError, match="train on 3 or more GPUs with --sharding fsdp2"):
+    with pytest.raises(UsageError, match="train on 4 or more GPUs with --sharding fsdp2"):
         build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2, gib=40), model_config=QWEN_7B)
 
 
