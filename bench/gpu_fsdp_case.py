@@ -18,6 +18,12 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 
+def say(row: dict) -> None:
+    """The row as one write: the ranks share torchrun's stdout, and print's separate writes of a line and its
+    newline can interleave across them."""
+    os.write(sys.stdout.fileno(), (json.dumps(row) + "\n").encode())
+
+
 def main(shape: str, sharding: str, steps: int, batch: int, length: int) -> None:
     rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(rank % torch.cuda.device_count())
@@ -55,10 +61,10 @@ def main(shape: str, sharding: str, steps: int, batch: int, length: int) -> None
         # where it does not fit.
         held = torch.cuda.max_memory_allocated()
         row = {"rank": dist.get_rank(), "status": "oom", "peak_at_least_bytes": held, "step_s": times}
-        print(json.dumps(row), flush=True)
+        say(row)
         os._exit(0)  # no collective after an OOM: the process group may be wedged
     peak = torch.cuda.max_memory_allocated()
-    print(json.dumps({"rank": dist.get_rank(), "peak_bytes": peak, "step_s": times}), flush=True)
+    say({"rank": dist.get_rank(), "peak_bytes": peak, "step_s": times})
     dist.destroy_process_group()
 
 

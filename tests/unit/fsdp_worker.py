@@ -54,7 +54,9 @@ def main(folder: str, start: int, steps: int) -> None:
     dcp.save({"model": model_state, "optimizer": optimizer_state}, checkpoint_id=checkpoint)
     local = sum(parameter.to_local().numel() for parameter in model.parameters())
     row = {"rank": rank, "losses": losses, "parameters": counted, "local": local, "config": CONFIG}
-    print(json.dumps(row), flush=True)
+    # One write of the whole line: the processes share torchrun's stdout, and print's separate writes of the
+    # text and its newline interleave across them (two rows on one line, seen under load).
+    os.write(sys.stdout.fileno(), (json.dumps(row) + "\n").encode())
     dist.destroy_process_group()
 
 
