@@ -24,7 +24,7 @@ def test_only_exact_pins_of_the_gpu_extra_count():
 
 def test_readme_shows_the_pinned_versions():
     section = README.read_text().split("## The pinned stack", 1)[1].split("\n## ", 1)[0]
-    table = dict(re.findall(r"^\| ([a-z-]+) \| (\d[\w.]*)", section, re.MULTILINE))
+    table = dict(re.findall(r"^\| ([a-z][a-z0-9-]*) \| (\d[\w.]*)", section, re.MULTILINE))
     pins = pinned_stack()
     assert table == {name: version for name, version in pins.items() if name in table}
     assert set(table) == set(pins)
