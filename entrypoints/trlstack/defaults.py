@@ -16,6 +16,10 @@ DEFAULT_GROUP_PORT = 51216  # the NCCL group that moves weights from the trainer
 DEFAULT_MAIN_PROCESS_PORT = 29500  # where training machines meet (accelerate's and torchrun's default)
 DEFAULT_VLLM_URL = f"http://{LOOPBACK}:{DEFAULT_VLLM_PORT}"
 DEFAULT_HEALTH_TIMEOUT_S = 1800.0  # model download, weight loading, torch.compile and CUDA graphs
+# How long one weight push to vLLM may take (train --weight-push-timeout): a 70B model's full gather and
+# broadcast over NCCL sockets (ranks sharing a GPU, a trainer sharing the server's) takes minutes; NCCL's own
+# watchdog (TrainingArguments.ddp_timeout) would wait 30.
+DEFAULT_WEIGHT_PUSH_TIMEOUT_S = 600.0
 
 # bf16 (and the FlashAttention kernels) need Ampere, compute capability 8.0, or newer.
 BF16_CAPABILITY = (8, 0)
@@ -69,6 +73,8 @@ class Env(StrEnum):
     MACHINE_RANK = "TRLSTACK_MACHINE_RANK"
     MAIN_PROCESS_IP = "TRLSTACK_MAIN_PROCESS_IP"
     MAIN_PROCESS_PORT = "TRLSTACK_MAIN_PROCESS_PORT"
+    # train's bound on a weight push to vLLM, which every rank gets (recipes/push_guard.py)
+    WEIGHT_PUSH_TIMEOUT = "TRLSTACK_WEIGHT_PUSH_TIMEOUT"
     # train async-grpo's pipeline (roles/train/asynchronous.py)
     MAX_STALENESS = "TRLSTACK_MAX_STALENESS"
     WEIGHT_SYNC_STEPS = "TRLSTACK_WEIGHT_SYNC_STEPS"

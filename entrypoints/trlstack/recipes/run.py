@@ -178,6 +178,10 @@ def main(argv: list[str]) -> None:
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
     load_cpu_n_locations()
+    if os.environ.get(Env.WEIGHT_PUSH_TIMEOUT):  # train bounds each weight push to vLLM in every rank
+        from trlstack.recipes import push_guard  # imports TRL's generation modules
+
+        push_guard.install(say, argv[0], os.environ)
     sys.argv = argv  # the script parses its own arguments; runpy sets argv[0] to its file
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
 

@@ -19,6 +19,7 @@ from trlstack.roles import serve
 from trlstack.roles.train import asynchronous
 from trlstack.roles.train import checks as train_checks
 from trlstack.roles.train.checks import resolve_recipe
+from trlstack.roles.train.settings import TrainSettings
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
@@ -65,8 +66,10 @@ def check(settings: SlurmSettings) -> Job:
     if settings.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
     layout = make_layout(settings)
+    asynchronous.check(settings.train, recipe)
+    train_checks.check_ranks(settings.train, layout.mode, "--serve-nodes 0")
     if recipe.server_only:
-        _check_server_only(recipe.name, layout, settings.train.sharding)
+        _check_server_only(recipe.name, layout, settings.train)
     _check_ports(settings)
     _check_image(settings)
     for name, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
@@ -92,7 +95,7 @@ def check(settings: SlurmSettings) -> Job:
     return Job(settings, layout, _CHECKED)
 
 
-def _check_server_only(name: str, layout: Layout, sharding: str) -> None:
+def _check_server_only(name: str, layout: Layout, train: TrainSettings) -> None:
     """A recipe that generates only through a server (async-grpo) needs the server node, and at most the
     trainer ranks its trainer runs without hanging, several only sharded."""
     if layout.mode == "colocate":
@@ -101,7 +104,8 @@ def _check_server_only(name: str, layout: Layout, sharding: str) -> None:
             "server (TRL's AsyncGRPOTrainer sends it requests while it trains); use --serve-nodes 1."
         )
     assert layout.gpus_per_node is not None  # --cpu is refused with the config, before the layout
-    asynchronous.sharding_for(layout.gpus_per_node * layout.train_nodes, sharding)
+    ranks = layout.gpus_per_node * train.ranks_per_gpu * layout.train_nodes
+    asynchronous.sharding_for(ranks, train.sharding)
 
 
 def _check_ports(settings: SlurmSettings) -> None:

@@ -45,7 +45,7 @@ def _sbatch_header(job: Job) -> list[str]:
 def _describe(job: Job) -> list[str]:
     settings, layout = job.settings, job.layout
     image = f"{settings.image} ({settings.runtime})" if settings.image else f"none ({settings.runtime})"
-    per_node = layout.gpus_per_node or 1
+    per_node = (layout.gpus_per_node or 1) * settings.train.ranks_per_gpu
     if layout.mode == "server":
         assert layout.plan is not None
         tp, dp = layout.plan.tensor_parallel_size, layout.plan.data_parallel_size

@@ -23,7 +23,16 @@ SERVER_STEP, TRAINER_STEP, CHECK_STEP = "serve-vllm", "train", "node-check"
 
 # The roles' settings the job takes, as the roles declare them (flag, variable, help, default). train's: the
 # run's config and what overrides it, and --resume/--fresh, decided once on the submit host.
-RUN_SETTINGS = ("config", "model", "dataset", "reward_model", "cpu", "sharding")
+RUN_SETTINGS = (
+    "config",
+    "model",
+    "dataset",
+    "reward_model",
+    "cpu",
+    "sharding",
+    "ranks_per_gpu",
+    "weight_push_timeout",
+)
 DECIDED_ONCE = ("resume", "fresh")
 TRAIN_SETTINGS = (*RUN_SETTINGS, *DECIDED_ONCE)
 # serve-vllm's, passed on to the server node when not serve-vllm's default.

@@ -62,6 +62,12 @@ def check(settings: TrainSettings, recipe: Recipe) -> None:
             f"--reward-model ({Env.REWARD_MODEL}): {recipe.name} scores completions in a rollout process "
             "without a GPU, with reward functions only; set reward_funcs in the config instead."
         )
+    if settings.weight_push_timeout is not None:
+        raise UsageError(
+            f"--weight-push-timeout ({Env.WEIGHT_PUSH_TIMEOUT}) bounds the weight push of grpo, rloo and "
+            f"online-dpo; {recipe.name} pushes through TRL's own weight transfer, which "
+            f"--weight-sync-timeout ({Env.WEIGHT_SYNC_TIMEOUT}) bounds. Drop it, or set that one."
+        )
 
 
 def check_config(config: Mapping[str, Any], source: str) -> None:

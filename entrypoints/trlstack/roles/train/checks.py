@@ -55,18 +55,7 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"--share-gpus ({Env.SHARE_GPUS}) runs the trainer beside a vLLM server on the same GPUs, but "
             f"this is a {settings.mode} run, which starts no server; drop one of the two."
         )
-    if settings.cpu and settings.ranks_per_gpu > 1:
-        raise UsageError(
-            f"--ranks-per-gpu {settings.ranks_per_gpu} ({Env.RANKS_PER_GPU}) puts several ranks on each GPU, "
-            "but --cpu trains on none; use --num-processes for several CPU processes."
-        )
-    if settings.ranks_per_gpu > 1 and settings.mode == "colocate":
-        raise UsageError(
-            f"--ranks-per-gpu {settings.ranks_per_gpu} with --vllm-mode colocate starts a vLLM engine in "
-            "every rank on the same GPU at once, and vLLM's start-up memory profiling fails when another "
-            "process frees GPU memory meanwhile (seen on an H200: 'Error in memory profiling'); run several "
-            "ranks on one GPU in server mode (with --share-gpus beside the server), or one rank per GPU."
-        )
+    check_ranks(settings, settings.mode, "--vllm-mode colocate")
     if settings.cpu and settings.vllm_mode is not None:
         raise UsageError(
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
@@ -78,6 +67,28 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
         )
     check_machines(settings)
+
+
+def check_ranks(settings: TrainSettings, mode: str, colocated_by: str) -> None:
+    """--ranks-per-gpu and --weight-push-timeout against the run's mode, "cpu", "server" or "colocate"
+    (`colocated_by`: the flag that put vLLM in the trainer; `trlstack slurm` checks its job so too)."""
+    if mode == "cpu" and settings.ranks_per_gpu > 1:
+        raise UsageError(
+            f"--ranks-per-gpu {settings.ranks_per_gpu} ({Env.RANKS_PER_GPU}) puts several ranks on each GPU, "
+            "but --cpu trains on none; use --num-processes for several CPU processes."
+        )
+    if settings.ranks_per_gpu > 1 and mode == "colocate":
+        raise UsageError(
+            f"--ranks-per-gpu {settings.ranks_per_gpu} with {colocated_by} starts a vLLM engine in every "
+            "rank on the same GPU at once, and vLLM's start-up memory profiling fails when another process "
+            "frees GPU memory meanwhile (seen on an H200: 'Error in memory profiling'); run several ranks on "
+            "one GPU in server mode (with --share-gpus beside the server), or one rank per GPU."
+        )
+    if mode == "cpu" and settings.weight_push_timeout is not None:
+        raise UsageError(
+            f"--cpu runs without vLLM, but --weight-push-timeout ({Env.WEIGHT_PUSH_TIMEOUT}) bounds the "
+            "weight push to it; drop one of the two."
+        )
 
 
 def check_machines(settings: TrainSettings) -> None:

@@ -17,6 +17,7 @@ from trlstack.plan import memory
 from trlstack.recipes import RUNNER, Recipe
 from trlstack.roles.train import asynchronous
 from trlstack.roles.train.checks import check_contradictions, resolve_recipe
+from trlstack.roles.train.ranks import push_bound, rank_sharing, training_processes
 from trlstack.roles.train.settings import TrainSettings
 
 # --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
@@ -69,38 +70,6 @@ def _model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]
     if not isinstance(value, dict):
         raise UsageError(f"{source}: model_init_kwargs must be a mapping, e.g. {{dtype: bfloat16}}.")
     return dict(value)
-
-
-def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
-    """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer."""
-    if not gpus:
-        raise UsageError(
-            "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
-            "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
-        )
-    slots = len(gpus) * settings.ranks_per_gpu
-    processes = settings.num_processes or slots
-    if processes > slots:
-        each = "a GPU each" if settings.ranks_per_gpu == 1 else f"a GPU for every {settings.ranks_per_gpu}"
-        raise UsageError(
-            f"--num-processes {processes} needs {each} (--ranks-per-gpu, {Env.RANKS_PER_GPU}), but "
-            f"{len(gpus)} {'are' if len(gpus) > 1 else 'is'} visible; lower it, make more GPUs visible with "
-            "CUDA_VISIBLE_DEVICES, or put more ranks on each GPU with --ranks-per-gpu."
-        )
-    return processes
-
-
-def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
-    """The environment and the note for ranks that share a GPU (--ranks-per-gpu above 1): NCCL refuses two
-    ranks of one communicator on one GPU of one host, so each rank names itself a host of its own, which the
-    recipe runner does from its rank before torch starts (recipes/ranks.py)."""
-    if settings.ranks_per_gpu == 1:
-        return {}, []
-    note = (
-        f"{settings.ranks_per_gpu} training ranks on each GPU: each its own NCCL host "
-        f"({Env.NCCL_HOSTID}=...-rankN), so they talk over NCCL sockets and time-slice the GPU"
-    )
-    return {Env.RANKS_PER_GPU: str(settings.ranks_per_gpu)}, [note]
 
 
 def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
@@ -230,8 +199,7 @@ def build_launch(
     config = run_config(settings, user_config, recipe, source)
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
 
-    env: dict[str, str] = {}
-    notes: list[str] = []
+    env, notes = rank_sharing(settings)
     if settings.cpu:
         processes, precision, why = settings.num_processes or 1, "fp32", "CPU run"
         attention: tuple[str, list[str]] = ("sdpa", [])
@@ -248,11 +216,14 @@ def build_launch(
                     "push goes over NCCL sockets"
                 )
         processes = training_processes(settings, gpus)
-        shared_ranks, rank_notes = rank_sharing(settings)
-        env.update(shared_ranks)
-        notes += rank_notes
         env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
-        config.update(asynchronous.config_keys(settings) if recipe.server_only else vllm_settings(settings))
+        if recipe.server_only:
+            config.update(asynchronous.config_keys(settings))
+        else:
+            config.update(vllm_settings(settings))
+            bound, bound_notes = push_bound(settings)
+            env.update(bound)
+            notes += bound_notes
         if settings.mode == "colocate":
             env.update(VLLM_ENV)  # vLLM runs inside the trainer
         if "bf16" in user_config or "fp16" in user_config:

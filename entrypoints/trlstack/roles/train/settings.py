@@ -7,7 +7,12 @@ import argparse
 import urllib.parse
 from dataclasses import dataclass, field
 
-from trlstack.defaults import DEFAULT_HEALTH_TIMEOUT_S, DEFAULT_VLLM_URL, Env
+from trlstack.defaults import (
+    DEFAULT_HEALTH_TIMEOUT_S,
+    DEFAULT_VLLM_URL,
+    DEFAULT_WEIGHT_PUSH_TIMEOUT_S,
+    Env,
+)
 from trlstack.gpus import gpu_spec
 from trlstack.option_types import one_of, positive_int, rank_number, wait_seconds
 from trlstack.options import setting, switch
@@ -106,6 +111,14 @@ class TrainSettings:
         DEFAULT_HEALTH_TIMEOUT_S,
         wait_seconds,
     )
+    weight_push_timeout: float | None = setting(  # None means the default, for the recipes that push
+        Env.WEIGHT_PUSH_TIMEOUT,
+        "seconds one weight push to vLLM may take (grpo, rloo, online-dpo) before the run ends, each rank "
+        f"naming what it is stuck in (default {DEFAULT_WEIGHT_PUSH_TIMEOUT_S:g}: a 70B model's full gather "
+        "and broadcast over NCCL sockets takes minutes; without a bound, a stuck rank or server holds every "
+        "rank for NCCL's own 30 minutes)",
+        type=wait_seconds,
+    )
     vllm_mode: str | None = setting(  # None means the default, server
         Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
     )
@@ -138,3 +151,8 @@ class TrainSettings:
     def mode(self) -> str:
         """ "cpu", "server" or "colocate"."""
         return "cpu" if self.cpu else (self.vllm_mode or "server")
+
+    @property
+    def push_timeout(self) -> float:
+        """Seconds one weight push to vLLM may take."""
+        return self.weight_push_timeout or DEFAULT_WEIGHT_PUSH_TIMEOUT_S

@@ -98,6 +98,14 @@ def test_what_only_a_server_gives_is_refused_with_the_reason(settings, fix):
     assert fix in str(error.value)
 
 
+def test_the_weight_push_timeout_is_refused_naming_async_grpos_own_bound(clean_env):
+    settings, _ = parse_role(ROLE, TrainSettings, ["async-grpo"], {"TRLSTACK_WEIGHT_PUSH_TIMEOUT": "900"})
+    with pytest.raises(UsageError, match="--weight-push-timeout .*--weight-sync-timeout") as error:
+        launch(settings)
+    assert "TRL's own weight transfer" in str(error.value)
+    assert "TRLSTACK_WEIGHT_PUSH_TIMEOUT" not in launch().command.env  # nor passed on unasked
+
+
 def test_server_mode_given_explicitly_is_the_same_run():
     assert launch(TrainSettings(recipe="async-grpo", vllm_mode="server")).command == launch().command
 

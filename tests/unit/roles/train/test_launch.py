@@ -6,8 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
+from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
+from trlstack.recipes import RECIPES
 from trlstack.roles.train.launch import build_launch
 from trlstack.roles.train.settings import TrainSettings
 
@@ -24,7 +27,12 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no",
         *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"VLLM_HOST_IP": "127.0.0.1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert launch.command.env == {
+        "VLLM_HOST_IP": "127.0.0.1",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
+        "TRLSTACK_RANKS_PER_GPU": "1",
+    }
     assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
 
 
@@ -43,7 +51,12 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
     assert config["vllm_group_port"] == 51300
     assert (config["bf16"], config["fp16"]) == (True, False)
     assert config["model_init_kwargs"] == {"attn_implementation": "kernels-community/flash-attn3"}
-    assert launch.command.env == {"VLLM_HOST_IP": "trainer", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert launch.command.env == {
+        "VLLM_HOST_IP": "trainer",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
+        "TRLSTACK_RANKS_PER_GPU": "1",
+    }
     assert "resume_from_checkpoint" not in config
 
 
@@ -77,7 +90,12 @@ def test_colocate_mode_needs_no_server():
     launch = build_launch(TrainSettings(recipe="grpo", vllm_mode="colocate"), GRPO, "c", gpus(1))
     assert launch.config["vllm_mode"] == "colocate"
     assert "vllm_server_base_url" not in launch.config
-    assert launch.command.env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert launch.command.env == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "VLLM_USE_FLASHINFER_SAMPLER": "0",
+        "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
+        "TRLSTACK_RANKS_PER_GPU": "1",
+    }
     assert launch.command.argv[:4] == ["accelerate", "launch", "--num_processes", "1"]
 
 
@@ -133,7 +151,12 @@ def test_gpu_machines_meet_at_the_rank_0_machine():
         "--machine_rank", "2", "--main_process_ip", "10.0.0.2", "--main_process_port", "29500",
         "--rdzv_backend", "static", *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"VLLM_HOST_IP": "10.0.0.4", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert launch.command.env == {
+        "VLLM_HOST_IP": "10.0.0.4",
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
+        "TRLSTACK_RANKS_PER_GPU": "1",
+    }
     assert "machine rank 2 of 3, meeting at 10.0.0.2:29500" in launch.notes
 
 
@@ -154,7 +177,7 @@ def test_cpu_machines_run_one_process_each_through_torch_elastic():
         "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700",
         "--rdzv_backend", "static", *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {}
+    assert launch.command.env == {"TRLSTACK_RANKS_PER_GPU": "1"}
 
 
 def test_transformers_own_save_on_sigterm_is_left_off_with_a_note():
@@ -244,11 +267,6 @@ def test_ranks_per_gpu_runs_that_many_ranks_on_each_gpu_and_tells_the_runner():
     assert any(note.startswith("2 training ranks on each GPU") for note in launch.notes)
 
 
-def test_one_rank_per_gpu_adds_nothing_for_the_runner():
-    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", gpus(2))
-    assert "TRLSTACK_RANKS_PER_GPU" not in launch.command.env
-
-
 def test_ranks_sharing_a_gpu_share_its_memory_in_the_estimate():
     small = {
         "model_type": "qwen2", "vocab_size": 1024, "hidden_size": 128, "intermediate_size": 256,
@@ -259,3 +277,49 @@ def test_ranks_sharing_a_gpu_share_its_memory_in_the_estimate():
     shared = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "g", big, model_config=small)
     assert any("80.0 GiB per GPU for training" in note for note in alone.notes), alone.notes
     assert any("40.0 GiB per GPU for training" in note for note in shared.notes), shared.notes
+
+
+# What every rank gets in its environment: the bound on each weight push to vLLM (recipes/push_guard.py),
+# and with --ranks-per-gpu above 1, how many ranks share a GPU (recipes/run.py makes each an NCCL host of
+# its own).
+
+
+def bundled(recipe):
+    return yaml.safe_load(RECIPES[recipe].bundled_config.read_text())
+
+
+@pytest.mark.parametrize("recipe", ["grpo", "rloo", "online-dpo"])
+@pytest.mark.parametrize("mode", [None, "colocate"])
+def test_every_rank_gets_the_bound_on_its_weight_push(recipe, mode):
+    settings = TrainSettings(recipe=recipe, vllm_mode=mode, weight_push_timeout=90.0)
+    launch = build_launch(settings, bundled(recipe), "c", gpus(1))
+    assert launch.command.env["TRLSTACK_WEIGHT_PUSH_TIMEOUT"] == "90"
+    assert (
+        "each weight push to vLLM ends the run past 90 s (--weight-push-timeout), every rank naming what it "
+        "is stuck in"
+    ) in launch.notes
+    default = build_launch(TrainSettings(recipe=recipe, vllm_mode=mode), bundled(recipe), "c", gpus(1))
+    assert default.command.env["TRLSTACK_WEIGHT_PUSH_TIMEOUT"] == "600"
+
+
+def test_a_run_without_vllm_gets_no_bound():
+    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d")
+    assert "TRLSTACK_WEIGHT_PUSH_TIMEOUT" not in build_launch(settings, GRPO, "c", []).command.env
+
+
+def test_ranks_sharing_a_gpu_are_told_how_many_share_it():
+    launch = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "c", gpus(1))
+    assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"
+    assert launch.command.argv[2:5] == ["--num_processes", "2", "--multi_gpu"]
+    shared = "2 training ranks on each GPU: each its own NCCL host"
+    assert any(note.startswith(shared) for note in launch.notes)
+    # Set when 1 too: the runner reads it, so a value in the shell that a flag overrode must not reach it.
+    alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(1))
+    assert alone.command.env["TRLSTACK_RANKS_PER_GPU"] == "1"
+    assert not any("training ranks on each GPU" in note for note in alone.notes)
+
+
+def test_a_bound_on_a_push_to_no_vllm_is_refused():
+    settings = TrainSettings(recipe="grpo", cpu=True, weight_push_timeout=60.0)
+    with pytest.raises(UsageError, match="--cpu runs without vLLM, but --weight-push-timeout"):
+        build_launch(settings, GRPO, "c", [])

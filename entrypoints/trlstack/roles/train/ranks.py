@@ -1,0 +1,56 @@
+"""What every training rank on this machine gets, pure: how many there are, how they share a GPU, and the
+bound on their weight push to vLLM (each as the environment the ranks get and the notes to log)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from trlstack.defaults import Env
+from trlstack.errors import UsageError
+from trlstack.gpus import Gpu
+from trlstack.roles.train.settings import TrainSettings
+
+
+def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
+    """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer."""
+    if not gpus:
+        raise UsageError(
+            "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
+            "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
+        )
+    slots = len(gpus) * settings.ranks_per_gpu
+    processes = settings.num_processes or slots
+    if processes > slots:
+        each = "a GPU each" if settings.ranks_per_gpu == 1 else f"a GPU for every {settings.ranks_per_gpu}"
+        raise UsageError(
+            f"--num-processes {processes} needs {each} (--ranks-per-gpu, {Env.RANKS_PER_GPU}), but "
+            f"{len(gpus)} {'are' if len(gpus) > 1 else 'is'} visible; lower it, make more GPUs visible with "
+            "CUDA_VISIBLE_DEVICES, or put more ranks on each GPU with --ranks-per-gpu."
+        )
+    return processes
+
+
+def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
+    """The environment and the note for ranks that share a GPU (--ranks-per-gpu above 1): NCCL refuses two
+    ranks of one communicator on one GPU of one host, so each rank names itself a host of its own, which the
+    recipe runner does from its rank before torch starts (recipes/run.py). The count is set even when 1, as
+    the runner reads the variable: one inherited from the shell must not outlive a flag that overrode it."""
+    count: dict[str, str] = {Env.RANKS_PER_GPU: str(settings.ranks_per_gpu)}
+    if settings.ranks_per_gpu == 1:
+        return count, []
+    note = (
+        f"{settings.ranks_per_gpu} training ranks on each GPU: each its own NCCL host "
+        f"({Env.NCCL_HOSTID}=...-rankN), so they talk over NCCL sockets and time-slice the GPU"
+    )
+    return count, [note]
+
+
+def push_bound(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
+    """The environment and the note that bound each weight push to vLLM in every rank (recipes/run.py
+    installs recipes/push_guard.py where the variable is set)."""
+    seconds = f"{settings.push_timeout:g}"
+    note = (
+        f"each weight push to vLLM ends the run past {seconds} s (--weight-push-timeout), every rank naming "
+        "what it is stuck in"
+    )
+    return {Env.WEIGHT_PUSH_TIMEOUT: seconds}, [note]
