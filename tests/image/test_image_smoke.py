@@ -76,6 +76,8 @@ NEEDS_THE_GPU_STACK = [
     "test_passthrough.py",
     "test_recipes_async_grpo.py",
     "test_recipes_tree_kernel.py",
+    "test_recipes_push_guard.py",
+    "test_sharding_run.py",
 ]
 
 

@@ -14,6 +14,7 @@ import textwrap
 import time
 
 import pytest
+from trlstack.defaults import Env
 from trlstack.recipes import push_guard
 from trlstack.recipes.push_guard import (
     CLIENT,
@@ -371,3 +372,48 @@ def test_trl_still_has_every_name_the_guard_wraps(monkeypatch):
     client = getattr(importlib.import_module(module), name)
     parameters = list(inspect.signature(getattr(client, method)).parameters)
     assert parameters[:3] == ["self", "metadata", "named_params"]
+
+
+def test_trls_own_push_runs_through_the_guard_unchanged(monkeypatch):
+    """TRL's real sync_weights (server mode, one process, no FSDP) through the installed guard, on the CPU:
+    the client gets every parameter under vLLM's names, equal to the model's, and the push ends disarmed."""
+    pytest.importorskip("trl", reason="needs the gpu extra (TRL); runs in the image")
+    torch = pytest.importorskip("torch", reason="needs the gpu extra (torch); runs in the image")
+    import contextlib
+    from types import SimpleNamespace
+
+    generation = importlib.import_module(GENERATION.module)
+    client_module, client_name, send = CLIENT
+    client_class = getattr(importlib.import_module(client_module), client_name)
+    cls = getattr(generation, GENERATION.name)
+    for method in (GENERATION.push, *GENERATION.names, *GENERATION.walks):
+        monkeypatch.setattr(cls, method, getattr(cls, method))  # undone after the test
+    monkeypatch.setattr(client_class, send, getattr(client_class, send))
+    received = {}
+
+    class Server:  # the client's real send, wrapped by the guard, handing each tensor here
+        def reset_prefix_cache(self):
+            received["reset"] = True
+
+    def take(client, metadata, named_params):
+        received["metadata"] = metadata
+        received["params"] = {name: tensor.clone() for name, tensor in named_params}
+
+    monkeypatch.setattr(client_class, send, take)
+    said = []
+    watch = push_guard.install(said.append, "trl.scripts.grpo", {Env.WEIGHT_PUSH_TIMEOUT: "60", "RANK": "0"})
+    assert watch is not None and said
+    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Linear(2, 1))
+    pusher = object.__new__(cls)  # the attributes sync_weights reads, as its __init__ sets them
+    pusher.model, pusher.mode, pusher.enable_sleep_mode = model, "server", False
+    pusher._weight_metadata = None
+    pusher.accelerator = SimpleNamespace(is_main_process=True)
+    pusher._dist = SimpleNamespace(is_fsdp=False, gather_params=lambda params: contextlib.nullcontext())
+    pusher.vllm_client = object.__new__(client_class)
+    pusher.vllm_client.reset_prefix_cache = Server().reset_prefix_cache
+    pusher.sync_weights()
+    names = [name for name, _ in model.named_parameters()]
+    assert [row[0] for row in received["metadata"]] == names
+    assert list(received["params"]) == names
+    assert all(torch.equal(received["params"][name], p) for name, p in model.named_parameters())
+    assert received["reset"] and watch.since is None  # disarmed: the push ended

@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-# Not in the image's CI run yet: one of four runs there had a gloo child abort (SIGABRT) inside torch.
-WHY = "needs the gpu extra (torch, transformers); run it where they are installed"
+WHY = "needs the gpu extra (torch, transformers); runs in the image"
 torch = pytest.importorskip("torch", reason=WHY)
 pytest.importorskip("transformers", reason=WHY)
 
