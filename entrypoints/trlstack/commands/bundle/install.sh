@@ -42,8 +42,19 @@ install_site() {
   for script in "$dest"/bin/*; do
     [ -f "$script" ] && sed -i "1s|^#!.*python.*$|#!$python|" "$script"
   done
+  # Python reads .pth files only in a site-packages folder, never in one on PYTHONPATH: the folders they name
+  # (the CUTLASS DSL's `cutlass`, under nvidia_cutlass_dsl/python_packages) go on PYTHONPATH too. Their
+  # import lines are left out: they only set up optional shims.
+  extra=""
+  for pth in "$dest"/*.pth; do
+    [ -f "$pth" ] || continue
+    while IFS= read -r line || [ -n "$line" ]; do
+      case $line in "" | "#"* | import*) continue ;; esac
+      if [ -d "$dest/$line" ]; then extra="$extra:$dest/$line"; fi
+    done <"$pth"
+  done
   {
-    echo "export PYTHONPATH=$dest\${PYTHONPATH:+:\$PYTHONPATH}"
+    echo "export PYTHONPATH=$dest$extra\${PYTHONPATH:+:\$PYTHONPATH}"
     echo "export PATH=$dest/bin:\$PATH"
     grep -v '^#' "$here/bundle.env" | sed 's/^/export /'
   } >"$dest/activate"
