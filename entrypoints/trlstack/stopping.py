@@ -154,16 +154,34 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
 
 
+def ignore_stop_signals() -> None:
+    """In the launcher, between fork and exec: an ignored signal stays ignored across exec (a handled one
+    would not), and the training processes it starts inherit that."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
 def run(command: Command, environ: Mapping[str, str]) -> int:
     """Run `command` (accelerate launch) as a child until it ends; a stop signal becomes a checkpoint.
     Returns the exit code train should end with."""
     env = {**environ, **command.env, Env.PET_SIGNALS_TO_HANDLE: AGENT_SIGNALS}
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in STOP_SIGNALS}
+    # A signal while the launcher starts is kept for it, not lost: train ignored the stop signals itself
+    # while it spawned (so the launcher would inherit them ignored), and a SIGTERM in that moment, e.g. a
+    # `docker compose stop` at once, was dropped and the run trained on (seen under load in CI).
+    early: list[int] = []
+
+    def keep(signum: int, frame: FrameType | None) -> None:
+        early.append(signum)
+
+    previous = {signum: signal.signal(signum, keep) for signum in STOP_SIGNALS}
     try:
-        child = subprocess.Popen(command.argv, env=env)  # inherits the ignored signals
+        # train has no other thread here, which preexec_fn needs
+        child = subprocess.Popen(command.argv, env=env, preexec_fn=ignore_stop_signals)  # noqa: PLW1509
         launched = Run(child)
         for signum in STOP_SIGNALS:
             signal.signal(signum, launched.on_signal)
+        for kept in early:
+            launched.on_signal(kept, None)
         while True:
             try:
                 returncode = child.wait(timeout=POLL_S)

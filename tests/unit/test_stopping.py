@@ -190,3 +190,37 @@ def test_torch_elastic_is_told_to_leave_the_stop_signals_to_train(tmp_path):
 def test_exit_codes(signum, returncode, killed, code):
     stopped = Run(child=None, signum=signum, killed=killed)  # type: ignore[arg-type]
     assert stopped.exit_code(returncode) == code
+
+
+# train's supervisor, signalled the moment it spawns the launcher: SIGTERM lands before the launcher exists.
+SIGNALLED_AT_SPAWN = """
+import os, signal, subprocess, sys
+import trlstack.stopping as stopping
+from trlstack.command import Command
+spawn = subprocess.Popen
+def signalled_spawn(*args, **kwargs):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return spawn(*args, **kwargs)
+stopping.subprocess.Popen = signalled_spawn
+sys.exit(stopping.run(Command(sys.argv[1:]), os.environ))
+"""
+
+
+def test_a_signal_while_the_launcher_starts_is_kept_not_lost(tmp_path):
+    """A `docker compose stop` right after start: the run still stops with a checkpoint and 143 (train used to
+    ignore the stop signals while it spawned the launcher, and such a SIGTERM was lost)."""
+    for name, text in (("trainer.py", TRAINER), ("launcher.py", LAUNCHER)):
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = [sys.executable, "-c", SIGNALLED_AT_SPAWN, sys.executable, str(tmp_path / "launcher.py")]
+    argv += [str(tmp_path / "trainer.py"), str(out), "1", "0.3", "stop"]
+    supervisor = subprocess.Popen(argv, start_new_session=True, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = supervisor.communicate(timeout=60)  # a lost signal: it would train on forever
+    finally:
+        if supervisor.poll() is None:
+            os.killpg(supervisor.pid, signal.SIGKILL)
+    assert supervisor.returncode == 143, err
+    (stopped,) = out.glob("*.stopped")
+    assert stopped.read_text() == "SIGTERM"  # the training process had it once it handled it, and saved
