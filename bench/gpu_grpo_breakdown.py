@@ -283,6 +283,7 @@ def run_trainer(kind: str, shape: str, variant: str, model_dir: str, args) -> di
     first_step: list[float] = []
     with tempfile.TemporaryDirectory(prefix="grpo-out-") as output_dir:
         config = grpo_config(kind if kind in ("grpo", "grpo-server") else "train", variant, args, output_dir)
+        trainer_after_s = time.time() - STARTED  # imports and data, before the trainer is made
         started = time.perf_counter()
         trainer = GRPOTrainer(
             model=model_dir,
@@ -301,6 +302,7 @@ def run_trainer(kind: str, shape: str, variant: str, model_dir: str, args) -> di
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
     return {
         "init_s": init_s,
+        "trainer_after_s": trainer_after_s,
         "first_step_after_s": first_step[0] if first_step else None,
         "steps": phases.steps,
         "median_s": {name: statistics.median(step.get(name, 0.0) for step in timed) for name in names},

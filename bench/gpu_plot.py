@@ -178,6 +178,57 @@ def plot_startup(report: dict, out: Path) -> None:
     figure.savefig(out, dpi=120)
 
 
+def plot_server_mode(report: dict, out: Path) -> None:
+    """Left: the GRPO step, server mode against colocate, per shape, with the push's GB/s. Right: (re)start
+    to the first finished step, in parts, for the trainer against the warm server and for colocate."""
+    shapes = report["shapes"]
+    figure, (steps, starts) = plt.subplots(1, 2, figsize=(11, 4.5))
+    runs = ("server_first", "server_restart", "colocate_cold", "colocate_warm")
+    width = 0.8 / len(runs)
+    for i, run in enumerate(runs):
+        values = [shapes[shape].get(run, {}).get("step_s") or 0.0 for shape in shapes]
+        bars = steps.bar(
+            [j + i * width for j in range(len(shapes))], values, width, label=run.replace("_", " ")
+        )
+        steps.bar_label(bars, fmt="%.2f", fontsize=7)
+    steps.set_xticks([j + 0.4 - width / 2 for j in range(len(shapes))])
+    steps.set_xticklabels(
+        [
+            f"{shape}\npush {shapes[shape].get('server_first', {}).get('push_gb_per_s') or 0:.1f} GB/s"
+            for shape in shapes
+        ]
+    )
+    steps.set_ylabel("seconds per GRPO step (median)")
+    steps.legend(fontsize=8)
+    steps.set_title("GRPO step: server mode vs colocate")
+
+    cases = [
+        (shape, run) for shape in shapes for run in runs if shapes[shape].get(run, {}).get("first_step_s")
+    ]
+    labels = [f"{shape} {run.replace('_', ' ')}" for shape, run in cases]
+    rows = [shapes[shape][run] for shape, run in cases]
+    parts = {
+        "imports and data": [r["trainer_after_s"] for r in rows],
+        "trainer made (model; engine or NCCL group)": [r["init_s"] for r in rows],
+        "first step": [r["first_step_s"] for r in rows],
+        "other": [
+            r["first_step_after_s"] - r["trainer_after_s"] - r["init_s"] - r["first_step_s"] for r in rows
+        ],
+    }
+    bottoms = [0.0] * len(rows)
+    for name, values in parts.items():
+        starts.barh(labels, values, left=bottoms, label=name)
+        bottoms = [b + v for b, v in zip(bottoms, values, strict=True)]
+    for i, total in enumerate(bottoms):
+        starts.text(total, i, f" {total:.1f} s", va="center", fontsize=8)
+    starts.set_xlabel("seconds from process start to the first finished step")
+    starts.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
+    starts.set_title("(re)start to the first step")
+    figure.suptitle(f"one H200, {report['transport']}", fontsize=9)
+    figure.tight_layout()
+    figure.savefig(out, dpi=120)
+
+
 PLOTS = {
     "gpu_attention": plot_attention,
     "gpu_attention_fa4": plot_attention,
@@ -187,6 +238,7 @@ PLOTS = {
     "gpu_grpo_sizes": plot_sizes,
     "gpu_grpo_memory": plot_memory,
     "gpu_grpo_startup": plot_startup,
+    "gpu_server_mode": plot_server_mode,
 }
 
 

@@ -75,8 +75,13 @@ def summary(case: dict, pushed: int | None = None) -> dict:
     if case.get("status") != "ok":
         return {"status": case.get("status"), "reason": case.get("reason")}
     medians = case["median_s"]
+    first = case["steps"][0]
+    # (Re)start to the first finished step, in its parts: imports and data until the trainer is made, the
+    # trainer made (model, and vLLM's engine or the NCCL group with the server), then step 1 by phase.
     row = {"step_s": medians["step"], "first_step_after_s": case["first_step_after_s"],
-           "init_s": case["init_s"], "device_peak_mib": case.get("device_peak_mib")}  # fmt: skip
+           "trainer_after_s": case.get("trainer_after_s"), "init_s": case["init_s"],
+           "first_step_s": first["step"], "first_step_phases_s": first,
+           "device_peak_mib": case.get("device_peak_mib")}  # fmt: skip
     if pushed and medians.get("weight sync"):
         row |= {"push_s": medians["weight sync"], "push_gb_per_s": pushed / medians["weight sync"] / 1e9}
     return row

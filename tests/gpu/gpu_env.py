@@ -134,7 +134,14 @@ def wait_healthy(url: str, process: subprocess.Popen, log: Path, timeout: float 
         pytest.fail(f"{error}\n{log.read_text()[-4000:]}")
 
 
-def stop(process: subprocess.Popen) -> None:
+def stop(process: subprocess.Popen, grace: float = 120) -> None:
+    """SIGTERM to the server's process group; SIGKILL after `grace` seconds. A server left inside a weight
+    push whose trainer is gone waits for it in NCCL and does not end on SIGTERM (seen on the H200: uvicorn
+    waits for that request); compose's stop_grace_period ends such a server the same way."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=120)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=60)

@@ -7,7 +7,9 @@
   and on its own in two-gpu: every step pushes the gathered weights and the server's log-probabilities follow
   them; a stop signal mid-run saves a shard per rank at the step reached, the same two ranks resume from it,
   one rank is refused, naming the two. (Colocated vLLM in two ranks of one GPU is refused by train: two
-  engines profiling one GPU's memory at once fail vLLM's start-up check.)
+  engines profiling one GPU's memory at once fail vLLM's start-up check.) A rank kept out of a push
+  (held_rank/sitecustomize.py) leaves the other in the push's real all-gather: the push's bound ends the run,
+  naming the rank and where it is stuck, and the checkpoints stay.
 
 Needs vLLM and TRL; the two-GPU cases need two GPUs.
 """
@@ -21,8 +23,20 @@ import time
 from pathlib import Path
 
 import pytest
-from gpu_env import LAYOUTS, VARIED_REWARD, cuda_devices, max_weight_change, missing, reward_env
-from test_server_mode import Served, checkpoints, fixed_sequence, server_logprobs, trainer_logprobs
+from gpu_env import (
+    HERE,
+    LAYOUTS,
+    VARIED_REWARD,
+    cuda_devices,
+    free_port,
+    max_weight_change,
+    missing,
+    reward_env,
+    start_server,
+    stop,
+    wait_healthy,
+)
+from test_server_mode import Served, checkpoints, fixed_sequence, layouts, server_logprobs, trainer_logprobs
 from test_server_mode import served as served  # noqa: F401 - the module's server, one per layout
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
@@ -143,3 +157,48 @@ def test_two_fsdp2_ranks_stop_with_a_shard_each_resume_and_refuse_one_rank(serve
     refused = run(one_rank, refused_log, gpus, "--max_steps", str(step + 5))
     assert refused.returncode == 1, refused_log.read_text()[-4000:]
     assert REFUSED in refused_log.read_text()
+
+
+@pytest.mark.parametrize("layout", layouts())
+def test_a_rank_kept_out_of_a_push_ends_the_run_within_the_bound_naming_rank_and_phase(
+    layout, tiny, tmp_path
+):
+    # A server of its own: the one the push was heading for may wait for it forever.
+    port, bound = free_port(), 30
+    served = Served(layout, f"http://127.0.0.1:{port}", None, tmp_path / "server.log")  # type: ignore[arg-type]
+    server = start_server(tiny / "model", port, served.log, gpus=layout.serve_gpus, flags=layout.flags)
+    output, log = tmp_path / "out", tmp_path / "stuck.log"
+    try:
+        wait_healthy(served.url, server, served.log)
+        argv = server_argv(tiny, served, output)
+        argv[argv.index("--") : argv.index("--")] = ["--weight-push-timeout", str(bound)]
+        argv += ["--max_steps", "5", "--save_steps", "1"]
+        held = {"PYTHONPATH": f"{HERE / 'held_rank'}:{reward_env()['PYTHONPATH']}",
+                "TRLSTACK_GPU_TEST_HELD_RANK": "1", "TRLSTACK_GPU_TEST_HELD_PUSH": "2"}  # fmt: skip
+        with log.open("w") as sink:
+            env = reward_env() | {"CUDA_VISIBLE_DEVICES": layout.train_gpus} | held
+            trainer = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
+            try:
+                deadline = time.monotonic() + 600
+                while "keeps out of weight push 2" not in log.read_text():
+                    assert trainer.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+                    time.sleep(0.2)
+                held_at = time.monotonic()
+                code = trainer.wait(timeout=bound + 120)  # the bound, then torch elastic ends the other rank
+                took = time.monotonic() - held_at
+            finally:
+                if trainer.poll() is None:
+                    trainer.kill()
+    finally:
+        stop(server, grace=30)  # left inside the push the trainer gave up on: SIGTERM alone does not end it
+    text = log.read_text()
+    print(f"the run ended {took:.0f} s after rank 1 kept out of the push (bound {bound} s), exit {code}")
+    lines = [line for line in text.splitlines() if "has not finished in" in line]
+    print("\n".join(lines))
+    assert code != 0, text[-4000:]
+    stuck = f"train: rank 0: the weight push to vLLM has not finished in {bound} s (--weight-push-timeout); "
+    assert stuck + "stuck while " in text, text[-4000:]
+    assert took < bound + 90, text[-4000:]
+    # Nothing saved is lost: step 1's checkpoint, written before the stuck push, is whole.
+    assert shards(output / "checkpoint-1") == ["__0_0.distcp", "__1_0.distcp"]
+    assert (output / "checkpoint-1" / "trainer_state.json").is_file()

@@ -3,8 +3,12 @@ setting; the watchdog, the liveness check and the rollout child's signals, witho
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
+import subprocess
 import sys
+import textwrap
+import time
 import types
 
 import pytest
@@ -14,9 +18,11 @@ from trlstack.recipes.async_guard import (
     Watch,
     checked_alive,
     child_ended,
+    died_unreported,
     timed,
     verdict,
     watchdog,
+    watched_start,
 )
 
 
@@ -89,9 +95,11 @@ class Event:
         return self._set
 
 
-def worker(alive, failed=False, exitcode=-9):
+def worker(alive, failed=False, exitcode=-9, stopping=False):
     process = types.SimpleNamespace(pid=4242, exitcode=exitcode, is_alive=lambda: alive)
-    return types.SimpleNamespace(_process=process, _failed_event=Event(failed))
+    return types.SimpleNamespace(
+        _process=process, _failed_event=Event(failed), _stop_event_mp=Event(stopping)
+    )
 
 
 def test_a_killed_rollout_worker_is_reported_at_once_not_after_the_heartbeat():
@@ -106,6 +114,63 @@ def test_a_live_worker_and_one_that_reported_its_failure_go_to_trls_check():
     check(worker(alive=True), 300.0)
     check(worker(alive=False, failed=True), 300.0)  # TRL's own error carries the child's traceback
     assert calls == [300.0, 300.0]
+
+
+def test_a_stopping_or_unstarted_worker_is_not_reported_lost():
+    assert died_unreported(None) is None
+    assert died_unreported(worker(alive=False, stopping=True)) is None  # the trainer ends it at the end
+    assert died_unreported(types.SimpleNamespace(_process=None)) is None
+
+
+def test_a_child_killed_by_sigkill_is_named_by_the_watchdog_though_the_server_answers(monkeypatch):
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,), daemon=True)
+    child.start()
+    child.kill()
+    child.join(10)
+    lost = types.SimpleNamespace(_process=child, _failed_event=Event(False), _stop_event_mp=Event(False))
+    clock = iter(range(0, 10**6, 5))
+    monkeypatch.setattr(async_guard.time, "monotonic", lambda: float(next(clock)))
+    monkeypatch.setattr(async_guard.time, "sleep", lambda seconds: None)
+    ended = []
+    watched = watch()
+    watched_start(lambda self: None, watched)(lost)  # the worker's start, as the guard wraps it
+    watchdog(watched, ended.append, ask=lambda url: True)
+    assert ended == [died_unreported(lost)]
+    assert (
+        f"the rollout worker (pid {child.pid}) was killed by SIGKILL without reporting an error" in ended[0]
+    )
+
+
+# The trainer's main thread held where a killed child leaves it (here: a read from an empty queue, as after a
+# half-written sample); the watchdog, a thread, still ends the process and names the child.
+HELD_TRAINER = """
+    import multiprocessing, os, signal, threading, time, types
+    from trlstack.recipes import async_guard
+
+    if __name__ == "__main__":
+        context = multiprocessing.get_context("spawn")
+        samples = context.Queue()
+        child = context.Process(target=time.sleep, args=(600,), daemon=True)
+        child.start()
+        events = {"_failed_event": context.Event(), "_stop_event_mp": context.Event()}
+        worker = types.SimpleNamespace(_process=child, **events)
+        watch = async_guard.Watch("http://127.0.0.1:9", 0.0, 1800.0, time.monotonic(), worker=worker)
+        threading.Thread(target=async_guard.watchdog, args=(watch, async_guard.end_process, lambda url: True),
+                         daemon=True).start()
+        os.kill(child.pid, signal.SIGKILL)
+        samples.get()  # never returns
+"""
+
+
+def test_a_trainer_held_after_its_child_was_killed_still_ends_naming_it(tmp_path):
+    script = tmp_path / "held_trainer.py"
+    script.write_text(textwrap.dedent(HELD_TRAINER))
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == async_guard.EXIT_CODE, done.stderr
+    assert "train: async-grpo: ending the run: the rollout worker (pid " in done.stderr
+    assert "was killed by SIGKILL" in done.stderr
+    assert time.monotonic() - started < async_guard.POLL_S * 3 + 10
 
 
 def test_the_rollout_child_ignores_the_stop_signals_then_runs_trls_entry_point(monkeypatch):

@@ -8,15 +8,18 @@ TRL's AsyncGRPOTrainer waits on three things it does not own, on the first proce
 - the rollout worker, a spawned child: the trainer asks it for health only while the sample queue is empty
   (`check_health`), which raises when the child reported a failure or its heartbeat is older than
   `heartbeat_stale_after_s`, but a child killed from outside (the OOM killer, SIGKILL) reports nothing and is
-  noticed only when its heartbeat goes stale;
+  noticed only when its heartbeat goes stale, if ever: killed while putting a sample on the queue it can
+  leave half a message there, whose rest the trainer's next read waits for (on the H200 a trainer whose
+  child was killed said nothing for more than 120 s);
 - the server: a dead server fails the worker's requests (after their retries), but a hung one holds each
   request for `request_timeout` (600 s) times three attempts.
 
 Here, on rank 0: a dead child is reported at the next health check with its exit code; and a watchdog thread
 asks the server's /health every few seconds and ends the process, naming the cause, when the server has not
-answered for `server_lost_after_s` or a weight sync has run past `weight_sync_timeout` plus the time TRL's
-own error needs to unwind. Ending it is all a thread can do to a main thread held in NCCL or CUDA; torch
-elastic then ends the other ranks. The run resumes from its last checkpoint.
+answered for `server_lost_after_s`, a weight sync has run past `weight_sync_timeout` plus the time TRL's own
+error needs to unwind, or the child has died without reporting an error (wherever the main thread waits).
+Ending it is all a thread can do to a main thread held in NCCL or CUDA; torch elastic then ends the other
+ranks. The run resumes from its last checkpoint.
 
 And the child ignores the stop signals, which reach it with its parent's from a terminal (Ctrl-C) or a Slurm
 step: the trainer saves a checkpoint on a stop signal (recipes/run.py) and stops the child itself.
@@ -48,17 +51,22 @@ def say(message: str) -> None:
 
 @dataclass
 class Watch:
-    """What the watchdog knows: since when the server answered, since when a weight sync runs (None: none)."""
+    """What the watchdog knows: since when the server answered, since when a weight sync runs (None: none),
+    the rollout worker once started, and how its child died unreported (None: it lives, or reported)."""
 
     server_url: str
     server_lost_after_s: float
     weight_sync_timeout_s: float
     last_answer: float
     sync_since: float | None = None
+    worker: Any = None
+    worker_lost: str | None = None
 
 
 def verdict(watch: Watch, now: float) -> str | None:
     """Why the run must end now (the cause and the setting that bounds it), or None."""
+    if watch.worker_lost is not None:
+        return watch.worker_lost
     silent = now - watch.last_answer
     if watch.server_lost_after_s > 0 and silent > watch.server_lost_after_s:
         return (
@@ -92,6 +100,7 @@ def watchdog(watch: Watch, end: Callable[[str], None], ask: Callable[[str], bool
     while True:
         if ask(watch.server_url):
             watch.last_answer = time.monotonic()
+        watch.worker_lost = died_unreported(watch.worker)
         cause = verdict(watch, time.monotonic())
         if cause is not None:
             end(cause)
@@ -138,21 +147,45 @@ def timed(method: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
     return timed_method
 
 
+def died_unreported(worker: Any) -> str | None:
+    """How the rollout worker's child died without reporting an error, or None: not started, stopping (the
+    trainer ends it at the end of training), alive, or failed with a report, which TRL's check raises with the
+    child's traceback."""
+    process = getattr(worker, "_process", None)
+    if process is None or worker._stop_event_mp.is_set() or worker._failed_event.is_set():
+        return None
+    if process.is_alive():
+        return None
+    return (
+        f"the rollout worker (pid {process.pid}) {child_ended(process.exitcode)} without reporting an error "
+        "(the out-of-memory killer, a kill from outside); no more samples will come. Run train again to "
+        "resume from the last checkpoint."
+    )
+
+
 def checked_alive(check_health: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap AsyncRolloutWorker.check_health: a child that ended is reported at once, with how it ended."""
 
     @functools.wraps(check_health)
     def check_health_and_liveness(worker: Any, stale_after_s: float) -> Any:
-        process = getattr(worker, "_process", None)
-        if process is not None and not process.is_alive() and not worker._failed_event.is_set():
-            raise RuntimeError(
-                f"the rollout worker (pid {process.pid}) {child_ended(process.exitcode)} without reporting "
-                "an error (the out-of-memory killer, a kill from outside); no more samples will come. Run "
-                "train again to resume from the last checkpoint."
-            )
+        cause = died_unreported(worker)
+        if cause is not None:
+            raise RuntimeError(cause)
         return check_health(worker, stale_after_s)
 
     return check_health_and_liveness
+
+
+def watched_start(start: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """Wrap AsyncRolloutWorker.start: once its child runs, the watchdog watches it too."""
+
+    @functools.wraps(start)
+    def start_and_watch(worker: Any) -> Any:
+        started = start(worker)
+        watch.worker = worker
+        return started
+
+    return start_and_watch
 
 
 def child_main_ignoring_stops(*args: Any) -> Any:
@@ -178,5 +211,6 @@ def guard(
     if os.environ.get("RANK", "0") != "0":
         return
     watch = start_watchdog(args, server_lost_after_s)
+    worker_cls.start = watched_start(worker_cls.start, watch)
     trainer_cls._sync_weight = timed(trainer_cls._sync_weight, watch)
     transfer_cls.init_weight_transfer = timed(transfer_cls.init_weight_transfer, watch)
