@@ -137,7 +137,7 @@ class Env(StrEnum):
     SLURM_IMAGE = "TRLSTACK_SLURM_IMAGE"  # the test Slurm cluster's node image (tests/slurm)
     # tests/gpu: a fixed vLLM KV cache, so several test runs' servers can start side by side on one GPU
     GPU_TESTS_KV_CACHE_BYTES = "TRLSTACK_GPU_TESTS_KV_CACHE_BYTES"
-    # tests/gpu/held_rank: the training rank kept out of the weight pushes from that push on (the guard's test)
+    # tests/gpu/held_rank: the training rank kept out of the weight pushes from that push on
     GPU_TEST_HELD_RANK = "TRLSTACK_GPU_TEST_HELD_RANK"
     GPU_TEST_HELD_PUSH = "TRLSTACK_GPU_TEST_HELD_PUSH"
 

@@ -23,6 +23,7 @@ from trlstack.recipes.push_guard import (
     GENERATION,
     HANDED,
     HELPER,
+    JOINING,
     ONLINE_DPO,
     SENDER,
     SENDING,
@@ -51,6 +52,9 @@ class Client:
 
     def __init__(self, watch: Watch) -> None:
         self.watch, self.seen = watch, []
+
+    def init_communicator(self, device=0):
+        self.seen.append(("join", self.watch.phase, self.watch.since is not None))
 
     def update_named_params(self, metadata, named_params):
         self.seen.append(("send", self.watch.phase))
@@ -120,6 +124,14 @@ def guarded():
     online_dpo = type("OnlineDPO", (OnlineDPO,), {"client_cls": client})
     guard(watch, {GENERATION: generation, ONLINE_DPO: online_dpo}, client, lambda: settled.append(True))
     return watch, generation, online_dpo, settled
+
+
+def test_joining_the_servers_group_is_armed_as_the_first_rank_and_disarmed_after(guarded):
+    watch, generation, _, _ = guarded
+    client = generation(watch).vllm_client
+    client.init_communicator()
+    assert client.seen == [("join", (JOINING, ""), True)]
+    assert watch.since is None and watch.role == SENDER
 
 
 def test_a_push_that_finishes_returns_its_value_and_disarms(guarded):
@@ -264,6 +276,9 @@ FAKES = {
     "trl/generation/vllm_client.py": """
         import os, time
         class VLLMClient:
+            def init_communicator(self, device=0):
+                if os.environ.get("FAKE_STUCK") == "join":
+                    time.sleep(3600)  # a server still inside an earlier push
             def update_named_params(self, metadata, named_params):
                 for name, _ in named_params:
                     if os.environ.get("FAKE_STUCK") == "broadcast:" + name:
@@ -277,6 +292,8 @@ FAKES = {
         class VLLMGeneration:
             def __init__(self, mode):
                 self.mode, self.accelerator, self.vllm_client = mode, Accelerator(), VLLMClient()
+                if mode == "server" and self.accelerator.is_main_process:
+                    self.vllm_client.init_communicator()
             def _fix_param_name_to_vllm(self, name, extra_prefixes=None):
                 return name
             def _iter_named_params(self):
@@ -347,6 +364,17 @@ def test_the_sender_stuck_in_the_broadcast_ends_naming_the_server(rank):
     assert "check its log" in done.stderr and took < 10
 
 
+def test_joining_a_server_held_in_an_earlier_push_ends_naming_it(rank):
+    done, took = rank(0, "server", stuck="join")
+    assert done.returncode == push_guard.EXIT_CODE, done.stderr
+    assert (
+        "train: rank 0: the weight push to vLLM has not finished in 1 s (--weight-push-timeout); stuck "
+        "while joining the vLLM server's weight-transfer group (HTTP /init_weight_transfer_engine, NCCL "
+        "rendezvous); a server still inside a push whose trainer ended waits there until it is restarted"
+    ) in done.stderr
+    assert took < 10
+
+
 @pytest.mark.parametrize("mode", ["server", "colocate"])
 def test_a_push_that_finishes_lets_the_rank_run_on(rank, mode):
     done, _ = rank(0, mode)
@@ -372,6 +400,7 @@ def test_trl_still_has_every_name_the_guard_wraps(monkeypatch):
     client = getattr(importlib.import_module(module), name)
     parameters = list(inspect.signature(getattr(client, method)).parameters)
     assert parameters[:3] == ["self", "metadata", "named_params"]
+    assert callable(getattr(client, push_guard.JOIN, None)), f"{name}.{push_guard.JOIN}"
 
 
 def test_trls_own_push_runs_through_the_guard_unchanged(monkeypatch):

@@ -37,6 +37,7 @@ POLL_S = 1.0  # how often the deadline is checked (a quarter of a shorter bound)
 ONLINE_DPO_SCRIPT = "trlstack.recipes.online_dpo"  # the recipe that pushes through OnlineDPOTrainer
 
 # Where a push is, as a rank notes it: (what it does, the parameter's name as vLLM knows it).
+JOINING = "joining"  # server mode, the first rank, at start: joining the server's weight-transfer group
 STARTING = "starting"
 GATHERING = "gathering"  # the parameter named, its all-gather next
 HANDED = "handed"  # the parameter gathered and handed on, to be sent or loaded
@@ -82,6 +83,9 @@ ONLINE_DPO = Pusher(
     names=("_fix_param_name_to_vllm",),
 )
 CLIENT = ("trl.generation.vllm_client", "VLLMClient", "update_named_params")
+# The client's method that joins the server's weight-transfer group, once, as the trainer is made; bounded
+# like a push: a server still inside a push whose trainer ended waits there, and would hold the next for ever.
+JOIN = "init_communicator"
 
 
 @dataclass
@@ -145,6 +149,11 @@ def describe(kind: str, name: str, part: str) -> str:
         return "starting the update on the vLLM server (HTTP /start_weight_update)"
     if kind == SENT:
         return f"waiting for the vLLM server's answer after sending {name} (HTTP)"
+    if kind == JOINING:
+        return (
+            "joining the vLLM server's weight-transfer group (HTTP /init_weight_transfer_engine, NCCL "
+            "rendezvous); a server still inside a push whose trainer ended waits there until it is restarted"
+        )
     if kind == SETTLING:
         queued = "FSDP all-gathers" + (", the NCCL broadcast" if part == SENDER else "")
         return f"waiting for this GPU to finish the push's queued collectives ({queued}; last named: {name})"
@@ -169,7 +178,11 @@ def stuck_message(watch: Watch, now: float) -> str | None:
 
 
 def timed_push(
-    push: Callable[..., Any], watch: Watch, part_of: Callable[[Any], str], settle: Callable[[], None]
+    push: Callable[..., Any],
+    watch: Watch,
+    part_of: Callable[[Any], str],
+    settle: Callable[[], None],
+    start: str = STARTING,
 ) -> Callable[..., Any]:
     """Wrap a method that pushes: the deadline armed while it runs, the GPU settled before it is disarmed."""
 
@@ -178,7 +191,7 @@ def timed_push(
         if watch.since is not None:  # within a push already (sync_weights called from generate)
             return push(owner, *args, **kwargs)
         watch.role = part_of(owner)
-        watch.phase = (STARTING, "")
+        watch.phase = (start, "")
         watch.since = time.monotonic()
         try:
             result = push(owner, *args, **kwargs)
@@ -252,6 +265,7 @@ def guard(watch: Watch, pushers: Mapping[Pusher, Any], client: Any, settle: Call
             setattr(cls, name, noting_names(getattr(cls, name), watch))
     method = CLIENT[2]
     setattr(client, method, noting_sends(getattr(client, method), watch))
+    setattr(client, JOIN, timed_push(getattr(client, JOIN), watch, lambda _: SENDER, lambda: None, JOINING))
 
 
 def settle_gpu() -> None:
