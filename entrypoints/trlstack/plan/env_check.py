@@ -19,8 +19,8 @@ REWRITE = "`trlstack plan --format env -o .env` writes one"
 SERVER_PLAN = "`trlstack plan --share-gpus --format env -o .env` writes the shared-GPU server layout"
 # The compose services that need a vLLM server: the server itself, and the trainer that has no colocate mode.
 NEEDS_SERVER = {
-    "vllm": "the vLLM server",
-    "async-grpo": "async-grpo, which generates only through a vLLM server (it has no colocate mode),",
+    "vllm": "the vllm service is a vLLM server",
+    "async-grpo": "async-grpo generates only through a vLLM server (it has no colocate mode)",
 }
 SERVICES = ("vllm", "grpo", "rloo", "online-dpo", "async-grpo")
 _INDEX_LIST = re.compile(r"^\d+(,\d+)*$", re.ASCII)
@@ -91,8 +91,8 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
     train_key, processes_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_NUM_PROCESSES, Env.PLAN_SHARE_GPUS
     if service in NEEDS_SERVER:
         raise UsageError(
-            f"{NEEDS_SERVER[service]} needs a vLLM server, and {variant} (the one-GPU plan) runs vLLM "
-            f"inside the trainer and no server. {SERVER_PLAN} ({Env.VARIANT}=shared, {share_key}=1): "
+            f"{NEEDS_SERVER[service]}, but {variant} (the one-GPU plan) runs vLLM inside the trainer "
+            f"and no server. {SERVER_PLAN} ({Env.VARIANT}=shared, {share_key}=1): "
             "the server and the trainer on the same GPU."
         )
     if _env_switch(values, share_key):

@@ -181,7 +181,7 @@ def test_plan_check_of_a_colocate_plan_and_of_a_service_that_needs_a_server(caps
     )
     code, out, err = run(capsys, "plan", "--check", "--service", "async-grpo")
     assert (code, out) == (1, "")
-    assert "async-grpo, which generates only through a vLLM server" in err
+    assert "async-grpo generates only through a vLLM server (it has no colocate mode), but" in err
     assert "`trlstack plan --share-gpus --format env -o .env`" in err and "Traceback" not in err
 
 

@@ -105,7 +105,7 @@ def test_a_service_that_needs_a_server_is_refused_in_the_colocate_layout_with_th
     with pytest.raises(UsageError) as error:
         check_env(COLOCATE, service)
     message = str(error.value)
-    assert "needs a vLLM server, and TRLSTACK_VARIANT=colocate (the one-GPU plan) runs" in message
+    assert ", but TRLSTACK_VARIANT=colocate (the one-GPU plan) runs vLLM inside the trainer and no" in message
     assert "`trlstack plan --share-gpus --format env -o .env`" in message
     assert "(TRLSTACK_VARIANT=shared, SHARE_GPUS=1)" in message
     assert ("no colocate mode" in message) == (service == "async-grpo")
