@@ -126,13 +126,25 @@ def test_gpu_partitions_are_the_plans_and_disjoint(render, plan_env, method, var
         assert "TRLSTACK_SERVE_GPUS" not in trainer["environment"]
 
 
+@pytest.fixture(scope="module")
+def shared_gpu_env(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The .env `trlstack plan --gpus 1 --share-gpus --format env` writes: the server chosen on one GPU."""
+    from trlstack.cli import main
+
+    path = tmp_path_factory.mktemp("shared-gpu") / ".env"
+    assert main(["plan", "--gpus", "1", "--share-gpus", "--format", "env", "-o", str(path)]) == 0
+    return path
+
+
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_one_gpu_is_shared_and_each_role_knows_it(render, plan_env, variant):
-    # One GPU has no split: the plan shares it, vLLM takes the plan's share of its memory, and both roles are
-    # told (each then names itself a host of its own to NCCL, which refuses two ranks on one GPU of one host).
-    plan = read_env(plan_env(1))
+def test_one_gpu_shared_on_purpose_and_each_role_knows_it(docker_engine, shared_gpu_env, variant):
+    # --share-gpus on one GPU: vLLM takes the plan's share of its memory, and both roles are told (each then
+    # names itself a host of its own to NCCL, which refuses two ranks on one GPU of one host). Such a .env, as
+    # older plans wrote it for one GPU, names no layout: the server layouts run it as before.
+    plan = read_env(shared_gpu_env)
     assert (plan["SERVE_GPUS"], plan["TRAIN_GPUS"], plan["SHARE_GPUS"]) == ("0", "0", "1")
-    model = render(variant, 1, "grpo")
+    assert "TRLSTACK_VARIANT" not in plan
+    model = Compose(env_file=shared_gpu_env, settings={"TRLSTACK_VARIANT": variant}).config("grpo")
     server, trainer = model["services"]["vllm"], model["services"]["grpo"]
     assert (
         server["environment"]["TRLSTACK_SHARE_GPUS"] == trainer["environment"]["TRLSTACK_SHARE_GPUS"] == "1"
@@ -142,6 +154,7 @@ def test_one_gpu_is_shared_and_each_role_knows_it(render, plan_env, variant):
         assert server["environment"]["CUDA_VISIBLE_DEVICES"] == trainer["environment"]["CUDA_VISIBLE_DEVICES"]
     else:
         assert gpu_reservation(server)["device_ids"] == gpu_reservation(trainer)["device_ids"] == ["0"]
+    assert set(Compose(env_file=shared_gpu_env).config("grpo")["services"]) == {"plan-check", "vllm", "grpo"}
 
 
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
@@ -155,7 +168,7 @@ def test_split_plans_share_nothing_and_give_vllm_its_usual_memory(render, plan_e
 
 
 def test_your_memory_fraction_wins_over_the_plans(docker_engine, plan_env):
-    compose = Compose(env_file=plan_env(1), settings={"TRLSTACK_GPU_MEMORY_UTILIZATION": "0.45"})
+    compose = Compose(env_file=plan_env(2), settings={"TRLSTACK_GPU_MEMORY_UTILIZATION": "0.45"})
     assert (
         compose.config("grpo")["services"]["vllm"]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.45"
     )

@@ -7,7 +7,13 @@ from trlstack.gpus import Gpu
 
 H200S = [Gpu(i, f"GPU-{i:04d}-h200", "NVIDIA H200", (9, 0), "580.95.05") for i in range(8)]
 # Settings a developer's shell may hold that would change what `trlstack plan` prints.
-PLAN_VARIABLES = ("TRLSTACK_VLLM_PORT", "TRLSTACK_VLLM_GROUP_PORT", "TRLSTACK_TENSOR_PARALLEL_SIZE")
+PLAN_VARIABLES = (
+    "TRLSTACK_VLLM_PORT",
+    "TRLSTACK_VLLM_GROUP_PORT",
+    "TRLSTACK_TENSOR_PARALLEL_SIZE",
+    "TRLSTACK_GPU_MEMORY_UTILIZATION",
+    "TRLSTACK_VARIANT",
+)
 
 
 def run(capsys, *argv):

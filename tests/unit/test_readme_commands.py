@@ -123,10 +123,10 @@ def test_ci_runs_the_test_command_readme_gives():
 
 STAND_IN_DOCKER = """#!/bin/sh
 # docker, as up.sh meets it on a GPU machine that has the image: every call recorded, `run` of the plan
-# answered by this checkout's plan for two GPUs, everything else a success.
+# answered by this checkout's plan for $GPUS GPUs, everything else a success.
 printf '%s\\n' "$*" >> "$CALLS"
 case "$*" in
-  *"trlstack plan"*) exec trlstack plan --gpus 2 --format env ;;
+  *"trlstack plan"*) exec trlstack plan --gpus "$GPUS" --format env ;;
   info*) echo '{"Runtimes":{"nvidia":{},"runc":{}}}' ;;
 esac
 exit 0
@@ -140,7 +140,15 @@ echo "GPU 1: NVIDIA H200 (UUID: GPU-11111111-1111-1111-1111-111111111111)"
 """
 
 
-def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path):
+@pytest.mark.parametrize(
+    ("gpus", "plan"),
+    [
+        (2, "SERVE_GPUS=0\nTRAIN_GPUS=1\n"),
+        # One GPU: the colocate layout, the trainer alone with vLLM inside it (README.md, "One GPU").
+        (1, "TRLSTACK_VARIANT=colocate\nTRAIN_GPUS=0\nNUM_PROCESSES=1\n"),
+    ],
+)
+def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path, gpus, plan):
     # A copy of the scripts and the image's files, so .env and outputs/ land in the test's folder.
     checkout = tmp_path / "checkout"
     for folder in ("scripts", "docker"):
@@ -151,7 +159,7 @@ def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path):
     (stand_ins / "nvidia-smi").write_text(STAND_IN_NVIDIA_SMI)
     for stand_in in stand_ins.iterdir():
         stand_in.chmod(0o755)
-    env = {**dry_environment(), "CALLS": str(tmp_path / "calls")}
+    env = {**dry_environment(), "CALLS": str(tmp_path / "calls"), "GPUS": str(gpus)}
     env["PATH"] = f"{stand_ins}{os.pathsep}{env['PATH']}"
     done = subprocess.run(
         ["bash", "scripts/up.sh", "grpo"], cwd=checkout, env=env, capture_output=True, text=True, timeout=120
@@ -159,7 +167,7 @@ def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path):
     assert done.returncode == 0, done.stderr
     calls = (tmp_path / "calls").read_text().splitlines()
     assert calls[-1] == "compose up grpo"
-    assert "SERVE_GPUS=0\nTRAIN_GPUS=1\n" in (checkout / ".env").read_text()
+    assert plan in (checkout / ".env").read_text()
     assert (checkout / "outputs").is_dir()
     refused = subprocess.run(
         ["bash", "scripts/up.sh", "ppo"], cwd=checkout, env=env, capture_output=True, text=True

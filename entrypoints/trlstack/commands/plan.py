@@ -17,7 +17,7 @@ from trlstack.gpus import Gpu, gpu_count, parse_gpu_spec
 from trlstack.option_types import positive_float, positive_int
 from trlstack.options import add_settings, declared, flag, settings_from, switch
 from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, Plan, make_plan
-from trlstack.plan.env_check import check_env
+from trlstack.plan.env_check import SERVICES, check_env
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
 
@@ -35,7 +35,7 @@ class PlanRequest:
         None,
         "run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
         "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
-        "instead of P2P/NVLink (the default on a machine of one GPU)",
+        "instead of P2P/NVLink (on one GPU the default is colocate instead: no server)",
     )
     tensor_parallel_size: int = declared(TENSOR_PARALLEL, 1)
     gpu_memory_utilization: float | None = declared(MEMORY_FRACTION)
@@ -59,22 +59,30 @@ class PlanRequest:
     )
     check: bool = switch(
         None,
-        f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} as "
+        f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} and "
+        f"{Env.VARIANT} as "
         "compose passes them from .env (compose's plan-check service runs this before either role starts)",
+    )
+    service: str | None = flag(
+        "with --check: check for this compose service (vllm and async-grpo need a server, which the "
+        "colocate layout does not run)",
+        None,
+        choices=SERVICES,
     )
 
 
 SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus")
 SERVER = ("tensor_parallel_size", "gpu_memory_utilization", "num_heads")
 MEMORY = ("model", "gpu_memory")
-RESULT = ("format", "output", "check")
+RESULT = ("format", "output", "check", "service")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.description = (
         "Split the GPUs between the vLLM server and the trainer. Without a split, the server takes the first "
-        "half (rounded down, at least one) and training the rest. `--format env -o .env` writes the keys "
-        "compose reads, keeping every other line of an existing file."
+        "half (rounded down, at least one) and training the rest; on one GPU the trainer runs vLLM inside "
+        "it (colocate, measured faster; --share-gpus plans a server beside it). `--format env -o .env` "
+        "writes the keys compose reads, keeping every other line of an existing file."
     )
     add_settings(parser, PlanRequest, os.environ, only=("gpus",))
     add_settings(
@@ -122,15 +130,17 @@ def memory_lines(plan: Plan, model: str, gpu_memory: float | None) -> list[str]:
     train = list(plan.train)
     if gpu_memory is not None:
         train = [dataclasses.replace(gpu, memory_bytes=int(gpu_memory * (1 << 30))) for gpu in train]
-    share = plan.gpu_memory_utilization if plan.share_gpus else 0.0
+    share = plan.vllm_share_of_training_gpus
     config = read_model_config(model, os.environ)
     return summary(config, train, plan.num_processes, share)
 
 
 def run(args: argparse.Namespace) -> int:
     request = settings_from(PlanRequest, args)
+    if request.service is not None and not request.check:
+        raise UsageError("--service names what --check checks the plan for; add --check, or drop it.")
     if request.check:
-        print(f"trlstack plan: {check_env(os.environ)}", file=sys.stderr)
+        print(f"trlstack plan: {check_env(os.environ, request.service)}", file=sys.stderr)
         return 0
     ports = settings_from(Ports, args)
     serve_gpus = None if request.serve_gpus is None else parse_gpu_spec(request.serve_gpus, "--serve-gpus")

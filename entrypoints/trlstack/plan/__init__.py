@@ -2,11 +2,12 @@
 that follow; part of the core, which every role and command reads it from.
 
 `make_plan` is a pure function of the GPUs and the request. The two GPU sets are disjoint unless the plan
-shares them, which is only ever chosen (`--share-gpus`, SHARE_GPUS=1 in .env) or the one-GPU default: then
-the server and the trainer run on the same GPUs, vLLM takes a fraction of each GPU's memory, and the weight
-push goes over NCCL's sockets instead of P2P/NVLink (each role gets its own NCCL host id). Beside it: `render`
-(the plan for people, the `.env` keys compose reads, JSON) and `env_check` (a plan as .env holds it, checked
-as the roles will read it). `trlstack plan` (commands/plan.py) is the command.
+shares them, which is only ever chosen (`--share-gpus`, SHARE_GPUS=1 in .env): then the server and the
+trainer run on the same GPUs, vLLM takes a fraction of each GPU's memory, and the weight push goes over
+NCCL's sockets instead of P2P/NVLink (each role gets its own NCCL host id). On one GPU with nothing asked
+the plan runs no server: vLLM runs inside the trainer (colocate), the faster of the two (ONE_GPU_WHY).
+Beside it: `render` (the plan for people, the `.env` keys compose reads, JSON) and `env_check` (a plan as
+.env holds it, checked as the roles will read it). `trlstack plan` (commands/plan.py) is the command.
 """
 
 from __future__ import annotations
@@ -29,6 +30,13 @@ SHARE_FIX = "or run the server and the trainer on the same GPUs on purpose with 
 # disjoint sets gives vLLM serve-vllm's default.
 SHARED_MEMORY_FRACTION = 0.3
 SPLIT_MEMORY_FRACTION = 0.9
+
+# Why one GPU gets colocate by default: bench/gpu_server_mode.py side by side on one H200 (README, "One GPU").
+ONE_GPU_WHY = (
+    "measured faster on one GPU than a shared-GPU server: a GRPO step of 1.10 s against 1.58 s on one H200 "
+    '(README.md, "One GPU"); --share-gpus chooses the server'
+)
+COLOCATE_VARIANT = "colocate"  # the compose layout (compose/colocate.yaml) a colocate plan selects
 
 # The keys of `--format env`, in the order written; compose reads them from .env.
 ENV_KEYS = (
@@ -57,6 +65,7 @@ class Plan:
     group_port: int = DEFAULT_GROUP_PORT
     share_gpus: bool = False
     gpu_memory_utilization: float = SPLIT_MEMORY_FRACTION
+    colocate: bool = False  # no server: vLLM runs inside the trainer on `train` (`serve` is empty)
 
     @property
     def data_parallel_size(self) -> int:
@@ -67,6 +76,11 @@ class Plan:
         return len(self.train)
 
     @property
+    def vllm_share_of_training_gpus(self) -> float:
+        """vLLM's fraction of each training GPU's memory: where it runs there (shared or colocate), else 0."""
+        return self.gpu_memory_utilization if self.share_gpus or self.colocate else 0.0
+
+    @property
     def serve_indices(self) -> tuple[int, ...]:
         return tuple(gpu.index for gpu in self.serve)
 
@@ -75,7 +89,14 @@ class Plan:
         return tuple(gpu.index for gpu in self.train)
 
     def env(self) -> dict[str, str]:
-        """The `.env` keys; GPU lists comma-separated, as CUDA_VISIBLE_DEVICES and compose take them."""
+        """The `.env` keys; GPU lists comma-separated, as CUDA_VISIBLE_DEVICES and compose take them. A
+        colocate plan writes its layout and the trainer's keys only: no server runs to need the rest."""
+        if self.colocate:
+            return {
+                Env.VARIANT: COLOCATE_VARIANT,
+                Env.PLAN_TRAIN_GPUS: ",".join(map(str, self.train_indices)),
+                Env.PLAN_NUM_PROCESSES: str(self.num_processes),
+            }
         values = (
             ",".join(map(str, self.serve_indices)),
             ",".join(map(str, self.train_indices)),
@@ -199,11 +220,12 @@ def make_plan(
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
 
-    With no split given, the server takes the first half (rounded down, at least one) and training the rest.
-    With `share_gpus` (and on a machine of one GPU, where no split exists) both run on the same GPUs: all of
-    them, or the set given, which must then be one set for both. vLLM runs data-parallel replicas of
-    `tensor_parallel_size` GPUs each (default 1: one replica per GPU), on `gpu_memory_utilization` of each
-    GPU's memory (default: SHARED_MEMORY_FRACTION when shared, else SPLIT_MEMORY_FRACTION).
+    With no split given, the server takes the first half (rounded down, at least one) and training the rest;
+    on a machine of one GPU, where no split exists, the plan is colocate, no server and vLLM inside the
+    trainer (ONE_GPU_WHY). With `share_gpus` both run on the same GPUs: all of them, or the set given, which
+    must then be one set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each
+    (default 1: one replica per GPU), on `gpu_memory_utilization` of each GPU's memory (default:
+    SHARED_MEMORY_FRACTION when shared, else SPLIT_MEMORY_FRACTION).
     """
     _check_port("--port", port)
     _check_port("--group-port", group_port)
@@ -219,8 +241,14 @@ def make_plan(
             "a vLLM server plan needs a GPU, and there is none; pass --gpus N to plan for a machine with "
             "N GPUs."
         )
-    if len(gpus) == 1 and serve_count is None and serve_gpus is None and train_gpus is None:
-        share_gpus = True  # one GPU has no split: the server and the trainer share it (README: one GPU)
+    tp = 1 if tensor_parallel_size is None else tensor_parallel_size
+    if tp < 1:
+        raise UsageError(f"--tensor-parallel-size {tp} must be at least 1.")
+    if num_heads is not None and num_heads < 1:
+        raise UsageError(f"--num-heads {num_heads} must be at least 1 (the model's attention heads).")
+    asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
+    if len(gpus) == 1 and not share_gpus and not asked:
+        return _colocate(gpus, tp, gpu_memory_utilization, port, group_port)
     if share_gpus:
         serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
     else:
@@ -231,11 +259,6 @@ def make_plan(
     if not 0 < fraction <= 1:
         raise UsageError(f"--gpu-memory-utilization {fraction} must be a fraction above 0 and at most 1.")
 
-    tp = 1 if tensor_parallel_size is None else tensor_parallel_size
-    if tp < 1:
-        raise UsageError(f"--tensor-parallel-size {tp} must be at least 1.")
-    if num_heads is not None and num_heads < 1:
-        raise UsageError(f"--num-heads {num_heads} must be at least 1 (the model's attention heads).")
     if len(serve) % tp:
         raise UsageError(
             f"--tensor-parallel-size {tp} does not divide the {len(serve)} serving GPUs; choose one of "
@@ -255,6 +278,38 @@ def make_plan(
         group_port=group_port,
         share_gpus=share_gpus,
         gpu_memory_utilization=fraction,
+    )
+
+
+def _colocate(
+    gpus: Sequence[Gpu],
+    tensor_parallel_size: int,
+    gpu_memory_utilization: float | None,
+    port: int,
+    group_port: int,
+) -> Plan:
+    """The one-GPU plan: the trainer on the GPU with vLLM inside it. The server's settings have no server
+    to apply to, so asking for them is refused with the way to get one."""
+    if tensor_parallel_size != 1:
+        raise UsageError(
+            f"--tensor-parallel-size {tensor_parallel_size} ({Env.TENSOR_PARALLEL_SIZE}) needs that many "
+            "GPUs, and this machine has one."
+        )
+    if gpu_memory_utilization is not None:
+        raise UsageError(
+            f"--gpu-memory-utilization ({Env.GPU_MEMORY_UTILIZATION}) sets a vLLM server's share of each "
+            "GPU, and the one-GPU plan runs no server (vLLM inside the trainer, colocate); add --share-gpus "
+            "to plan a server beside the trainer, or set vllm_gpu_memory_utilization in the TRL config "
+            f"({Env.CONFIG}) for colocate."
+        )
+    return Plan(
+        serve=(),
+        train=tuple(gpus),
+        tensor_parallel_size=1,
+        port=port,
+        group_port=group_port,
+        gpu_memory_utilization=SHARED_MEMORY_FRACTION,  # TRL's colocate default share, which it keeps
+        colocate=True,
     )
 
 

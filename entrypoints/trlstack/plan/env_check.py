@@ -1,5 +1,7 @@
 """A GPU plan as .env holds it: the keys compose passes to both roles, checked as the roles will read them
-before either starts (`trlstack plan --check`, compose's plan-check service)."""
+before either starts (`trlstack plan --check`, compose's plan-check service). The colocate layout
+(TRLSTACK_VARIANT=colocate, the one-GPU plan) runs the trainer alone, so it needs TRAIN_GPUS only, and a
+service that needs a vLLM server (vllm itself, async-grpo) is refused there with the way to get one."""
 
 from __future__ import annotations
 
@@ -7,13 +9,20 @@ import argparse
 import re
 from collections.abc import Mapping
 
-from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT
+from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
-from trlstack.plan import COLOCATE_FIX, ENV_KEYS
+from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
 
 REWRITE = "`trlstack plan --format env -o .env` writes one"
+SERVER_PLAN = "`trlstack plan --share-gpus --format env -o .env` writes the shared-GPU server layout"
+# The compose services that need a vLLM server: the server itself, and the trainer that has no colocate mode.
+NEEDS_SERVER = {
+    "vllm": "the vllm service is a vLLM server",
+    "async-grpo": "async-grpo generates only through a vLLM server (it has no colocate mode)",
+}
+SERVICES = ("vllm", "grpo", "rloo", "online-dpo", "async-grpo")
 _INDEX_LIST = re.compile(r"^\d+(,\d+)*$", re.ASCII)
 
 
@@ -76,9 +85,37 @@ def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
         ) from None
 
 
-def check_env(values: Mapping[str, str]) -> str:
-    """Check a plan as .env holds it (`values`: ENV_KEYS as compose passes them), as the roles will read it;
-    a summary, or UsageError naming the key as the user wrote it."""
+def check_colocate(values: Mapping[str, str], service: str | None) -> str:
+    """Check a colocate plan: the trainer's GPUs and processes; no server, so nothing that needs one."""
+    variant = f"{Env.VARIANT}={COLOCATE_VARIANT}"
+    train_key, processes_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_NUM_PROCESSES, Env.PLAN_SHARE_GPUS
+    if service in NEEDS_SERVER:
+        raise UsageError(
+            f"{NEEDS_SERVER[service]}, but {variant} (the one-GPU plan) runs vLLM inside the trainer "
+            f"and no server. {SERVER_PLAN} ({Env.VARIANT}=shared, {share_key}=1): "
+            "the server and the trainer on the same GPU."
+        )
+    if _env_switch(values, share_key):
+        raise UsageError(
+            f"{share_key}=1 runs a vLLM server beside the trainer, but {variant} runs vLLM inside the "
+            f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
+        )
+    train = _env_gpus(values, train_key)
+    processes = _env_count(values, processes_key)
+    if processes is not None and processes > len(train):
+        raise UsageError(
+            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
+            f"{len(train)}; lower it or remove the line."
+        )
+    return f"{variant}: training on {train_key}={values[train_key]} with vLLM inside the trainer, no server"
+
+
+def check_env(values: Mapping[str, str], service: str | None = None) -> str:
+    """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
+    the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
+    as the user wrote it."""
+    if values.get(Env.VARIANT, "").strip() == COLOCATE_VARIANT:
+        return check_colocate(values, service)
     serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
     share = _env_switch(values, share_key)

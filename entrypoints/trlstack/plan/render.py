@@ -6,14 +6,21 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
-from trlstack.plan import ENV_HEADER, ENV_KEYS, Plan
+from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, ONE_GPU_WHY, Plan
 
 FORMATS = ("table", "env", "json")
 
 
+def _processes(plan: Plan) -> str:
+    return f"{plan.num_processes} process" + ("es" if plan.num_processes != 1 else "")
+
+
 def _summary(plan: Plan) -> str:
-    processes = f"{plan.num_processes} process" + ("es" if plan.num_processes != 1 else "")
+    processes = _processes(plan)
+    if plan.colocate:
+        return f"training on GPU {plan.env()[Env.PLAN_TRAIN_GPUS]} ({processes}), no server; {layout(plan)}"
     summary = (
         f"vLLM serves on GPUs {','.join(map(str, plan.serve_indices))} "
         f"(tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}), "
@@ -25,7 +32,9 @@ def _summary(plan: Plan) -> str:
 
 
 def layout(plan: Plan) -> str:
-    """The GPU layout in words: what sharing costs, or that the sets are disjoint."""
+    """The GPU layout in words: why colocate, what sharing costs, or that the sets are disjoint."""
+    if plan.colocate:
+        return f"colocate, vLLM inside the trainer: {ONE_GPU_WHY}"
     if plan.share_gpus:
         return (
             f"shared GPUs: vLLM takes {plan.gpu_memory_utilization:g} of each GPU's memory, the trainer the "
@@ -45,14 +54,21 @@ def merge_env(existing: str, plan: Plan) -> str:
     """An existing .env with the plan's keys replaced and every other line the user wrote kept as it was.
 
     python-dotenv reads the file as compose does: `export KEY=...`, quoted values over several lines and
-    comments are entries of their own, kept or replaced whole.
+    comments are entries of their own, kept or replaced whole. TRLSTACK_VARIANT is the user's (shared or
+    isolated) except where a plan chose it: a colocate plan writes it, and a server plan drops the colocate
+    an earlier plan wrote, leaving compose's default layout (shared).
     """
     from dotenv.parser import parse_stream
+
+    def planned(key: str | None, value: str | None) -> bool:
+        if key == Env.VARIANT:
+            return plan.colocate or (value or "").strip() == COLOCATE_VARIANT
+        return key in ENV_KEYS
 
     kept = "".join(
         entry.original.string
         for entry in parse_stream(io.StringIO(existing))
-        if entry.key not in ENV_KEYS and not entry.original.string.lstrip().startswith(ENV_HEADER)
+        if not planned(entry.key, entry.value) and not entry.original.string.lstrip().startswith(ENV_HEADER)
     ).splitlines()
     while kept and not kept[-1].strip():
         kept.pop()
@@ -78,6 +94,7 @@ def render_json(plan: Plan) -> str:
     import json
 
     document = {
+        "vllm_mode": "colocate" if plan.colocate else "server",
         "serve_gpus": list(plan.serve_indices),
         "train_gpus": list(plan.train_indices),
         "tensor_parallel_size": plan.tensor_parallel_size,
@@ -88,6 +105,7 @@ def render_json(plan: Plan) -> str:
         "share_gpus": plan.share_gpus,
         "gpu_memory_utilization": plan.gpu_memory_utilization,
         "env": plan.env(),
+        "layout": layout(plan),
         "gpus": _gpu_details(plan),
     }
     return json.dumps(document, indent=2) + "\n"
@@ -100,9 +118,8 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     ]
 
 
-def render_table(plan: Plan) -> str:
-    """The plan for people: one line per role, then one per GPU when its name or UUID is known."""
-    rows = [
+def _server_rows(plan: Plan) -> list[tuple[str, ...]]:
+    return [
         ("role", "CUDA_VISIBLE_DEVICES", "layout", "port"),
         (
             "serve",
@@ -114,10 +131,28 @@ def render_table(plan: Plan) -> str:
         (
             "train",
             plan.env()["TRAIN_GPUS"],
-            f"accelerate, {plan.num_processes} process{'es' if plan.num_processes > 1 else ''}",
+            f"accelerate, {_processes(plan)}",
             f"{plan.group_port} (NCCL weight transfer)",
         ),
     ]
+
+
+def _colocate_rows(plan: Plan) -> list[tuple[str, ...]]:
+    return [
+        ("role", "CUDA_VISIBLE_DEVICES", "layout"),
+        ("serve", "-", "none: no vLLM server"),
+        (
+            "train",
+            plan.env()["TRAIN_GPUS"],
+            f"accelerate, {_processes(plan)}, vLLM inside it (train --vllm-mode colocate)",
+        ),
+    ]
+
+
+def render_table(plan: Plan) -> str:
+    """The plan for people: one line per role, the layout and why, then one line per GPU when its name or
+    UUID is known."""
+    rows = _colocate_rows(plan) if plan.colocate else _server_rows(plan)
     lines = [*_columns(rows), "", f"layout: {layout(plan)}"]
     details = _gpu_details(plan)
     if any(gpu["uuid"] or gpu["name"] for gpu in details):

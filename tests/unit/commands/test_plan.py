@@ -111,6 +111,9 @@ BAD = [
         ["GPU 1 is in both SERVE_GPUS=0,1"],
     ),
     ([], ("plan", "--check"), {"SERVE_GPUS": "", "TRAIN_GPUS": "1"}, ["SERVE_GPUS is not set"]),
+    ([], ("plan", "--service", "vllm"), {}, ["--service names what --check checks", "add --check"]),
+    ([], ("plan", "--gpus", "1", "--gpu-memory-utilization", "0.5"), {}, ["runs no server", "--share-gpus"]),
+    (H200S[:1], ("plan",), {"TRLSTACK_TENSOR_PARALLEL_SIZE": "2"}, ["needs that many GPUs", "has one"]),
 ]
 
 
@@ -137,12 +140,23 @@ def test_plan_for_eight_gpus_as_env(capsys):
     ]
 
 
-def test_plan_for_one_gpu_shares_it_and_says_what_that_costs(capsys):
+def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_chosen(capsys):
     code, out, _ = run(capsys, "plan", "--gpus", "1")
+    assert code == 0
+    assert "train  0" in out and "vLLM inside it (train --vllm-mode colocate)" in out
+    assert "layout: colocate, vLLM inside the trainer: measured faster on one GPU" in out
+    code, out, _ = run(capsys, "plan", "--gpus", "1", "--format", "env")
+    assert code == 0 and out.splitlines()[1:] == [
+        "TRLSTACK_VARIANT=colocate",
+        "TRAIN_GPUS=0",
+        "NUM_PROCESSES=1",
+    ]
+    code, out, _ = run(capsys, "plan", "--gpus", "1", "--share-gpus")
     assert code == 0
     assert "layout: shared GPUs: vLLM takes 0.3 of each GPU's memory" in out
     assert "weights are pushed over NCCL sockets, not P2P/NVLink" in out
-    code, out, _ = run(capsys, "plan", "--gpus", "1", "--format", "env", "--gpu-memory-utilization", "0.4")
+    argv = ("plan", "--gpus", "1", "--share-gpus", "--format", "env", "--gpu-memory-utilization", "0.4")
+    code, out, _ = run(capsys, *argv)
     assert code == 0 and out.splitlines()[1:] == [
         "SERVE_GPUS=0",
         "TRAIN_GPUS=0",
@@ -154,6 +168,21 @@ def test_plan_for_one_gpu_shares_it_and_says_what_that_costs(capsys):
         "SHARE_GPUS=1",
         "GPU_MEMORY_UTILIZATION=0.4",
     ]
+
+
+def test_plan_check_of_a_colocate_plan_and_of_a_service_that_needs_a_server(capsys, monkeypatch):
+    for key, value in {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "SERVE_GPUS": ""}.items():
+        monkeypatch.setenv(key, value)
+    code, out, err = run(capsys, "plan", "--check", "--service", "grpo")
+    assert (code, out) == (0, "")
+    assert err == (
+        "trlstack plan: TRLSTACK_VARIANT=colocate: training on TRAIN_GPUS=0 with vLLM inside the trainer, "
+        "no server\n"
+    )
+    code, out, err = run(capsys, "plan", "--check", "--service", "async-grpo")
+    assert (code, out) == (1, "")
+    assert "async-grpo generates only through a vLLM server (it has no colocate mode), but" in err
+    assert "`trlstack plan --share-gpus --format env -o .env`" in err and "Traceback" not in err
 
 
 def test_plan_shares_several_gpus_only_when_asked(capsys):

@@ -86,3 +86,47 @@ def test_a_hand_written_plan_is_refused_naming_the_variable_as_written(change, m
     with pytest.raises(UsageError) as error:
         check_env(values)
     assert message in str(error.value)
+
+
+COLOCATE = {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "NUM_PROCESSES": "1"}
+
+
+def test_a_colocate_plan_needs_only_the_trainers_keys():
+    assert check_env(make_plan(machine(1)).env()) == (
+        "TRLSTACK_VARIANT=colocate: training on TRAIN_GPUS=0 with vLLM inside the trainer, no server"
+    )
+    for service in (None, "grpo", "rloo", "online-dpo"):
+        assert "no server" in check_env({**COLOCATE, "SERVE_GPUS": ""}, service)
+    assert "no server" in check_env({"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0,1"})
+
+
+@pytest.mark.parametrize("service", ["async-grpo", "vllm"])
+def test_a_service_that_needs_a_server_is_refused_in_the_colocate_layout_with_the_fix(service):
+    with pytest.raises(UsageError) as error:
+        check_env(COLOCATE, service)
+    message = str(error.value)
+    assert ", but TRLSTACK_VARIANT=colocate (the one-GPU plan) runs vLLM inside the trainer and no" in message
+    assert "`trlstack plan --share-gpus --format env -o .env`" in message
+    assert "(TRLSTACK_VARIANT=shared, SHARE_GPUS=1)" in message
+    assert ("no colocate mode" in message) == (service == "async-grpo")
+    assert "are disjoint" in check_env(EIGHT, service)  # a server layout serves both
+
+
+BAD_COLOCATE = [
+    ({"TRAIN_GPUS": None}, "TRAIN_GPUS is not set; write .env with `trlstack plan --format env -o .env`"),
+    ({"TRAIN_GPUS": "0-1"}, "write TRAIN_GPUS=0,1"),
+    ({"NUM_PROCESSES": "2"}, "NUM_PROCESSES=2 needs a GPU each, but TRAIN_GPUS=0 has 1"),
+    (
+        {"SHARE_GPUS": "1"},
+        "SHARE_GPUS=1 runs a vLLM server beside the trainer, but TRLSTACK_VARIANT=colocate",
+    ),
+    ({"SHARE_GPUS": "perhaps"}, "SHARE_GPUS='perhaps' in .env is not 1 or 0"),
+]
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_COLOCATE, ids=[str(case[0]) for case in BAD_COLOCATE])
+def test_a_hand_written_colocate_plan_is_refused_naming_the_key_as_written(change, message):
+    values = {key: value for key, value in {**COLOCATE, **change}.items() if value is not None}
+    with pytest.raises(UsageError) as error:
+        check_env(values)
+    assert message in str(error.value)

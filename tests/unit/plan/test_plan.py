@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
-from trlstack.plan import make_plan
+from trlstack.plan import ONE_GPU_WHY, make_plan
 
 
 def machine(n):
@@ -93,6 +93,12 @@ BAD = [
     (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2)}, ["GPU 1 is in both", "disjoint", "colocate"]),
     (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2), "share_gpus": True}, ["the same GPUs", "differ"]),
     (4, {"serve_count": 1, "share_gpus": True}, ["--serve N splits the GPUs"]),
+    (1, {"tensor_parallel_size": 2}, ["--tensor-parallel-size 2 (TRLSTACK_TENSOR_PARALLEL_SIZE) needs that"]),
+    (
+        1,
+        {"gpu_memory_utilization": 0.5},
+        ["runs no server", "add --share-gpus", "vllm_gpu_memory_utilization"],
+    ),
     (4, {"share_gpus": True, "gpu_memory_utilization": 0.0}, ["must be a fraction above 0"]),
     (8, {"serve_gpus": (0, 1, 2, 3), "train_gpus": (2, 3, 4)}, ["GPU 2,3 is in both"]),
     (4, {"serve_gpus": (0, 9)}, ["--serve-gpus names GPU 9, which does not exist", "4 GPUs: 0-3"]),
@@ -122,6 +128,42 @@ BAD = [
     (2, {"group_port": -1}, ["--group-port -1 is out of range"]),
     (2, {"port": 8000, "group_port": 8000}, ["--port and --group-port are both 8000"]),
 ]
+
+
+def test_one_gpu_with_nothing_asked_is_colocate_the_measured_faster_no_server():
+    plan = make_plan(machine(1))
+    assert plan.colocate and not plan.share_gpus
+    assert (plan.serve_indices, plan.train_indices, plan.num_processes) == ((), (0,), 1)
+    assert plan.env() == {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "NUM_PROCESSES": "1"}
+    assert plan.vllm_share_of_training_gpus == 0.3  # TRL's colocate default, inside the trainer
+    assert "1.10 s against 1.58 s on one H200" in ONE_GPU_WHY and "--share-gpus" in ONE_GPU_WHY
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"share_gpus": True},
+        {"serve_gpus": (0,)},
+        {"train_gpus": (0,)},
+        {"share_gpus": True, "train_gpus": (0,)},
+    ],
+)
+def test_one_gpu_with_a_server_asked_for_is_a_shared_gpu_server_plan(arguments):
+    if (
+        "share_gpus" not in arguments
+    ):  # a set named on one GPU leaves the other side empty: refused, naming it
+        with pytest.raises(UsageError, match="--share-gpus"):
+            make_plan(machine(1), **arguments)
+        return
+    plan = make_plan(machine(1), **arguments)
+    assert not plan.colocate and plan.share_gpus
+    assert plan.serve_indices == plan.train_indices == (0,)
+    assert plan.env()["SHARE_GPUS"] == "1" and plan.env()["GPU_MEMORY_UTILIZATION"] == "0.3"
+    assert "TRLSTACK_VARIANT" not in plan.env()  # the user's layout (shared by default) stays
+
+
+def test_more_than_one_gpu_never_plans_colocate():
+    assert not any(make_plan(machine(n)).colocate for n in range(2, 9))
 
 
 @pytest.mark.parametrize(("n", "arguments", "words"), BAD)
@@ -161,11 +203,11 @@ def test_any_accepted_explicit_split_is_disjoint_and_exactly_the_request(request
         )
     except UsageError:
         return
-    assert plan.serve and plan.train
-    if n == 1 and serve is None and train is None:  # one GPU, no split asked for: the one shared plan
-        assert plan.share_gpus and plan.serve_indices == plan.train_indices == (0,)
+    if n == 1 and serve is None and train is None:  # one GPU, no split asked for: colocate, no server
+        assert plan.colocate and not plan.serve and plan.train_indices == (0,)
         return
-    assert not plan.share_gpus
+    assert plan.serve and plan.train
+    assert not plan.share_gpus and not plan.colocate
     assert not set(plan.serve_indices) & set(plan.train_indices)
     assert set(plan.serve_indices) | set(plan.train_indices) <= set(range(n))
     if serve is not None:

@@ -103,3 +103,35 @@ def test_merge_env_reads_the_file_as_compose_does():
 def test_merge_env_into_an_empty_file_is_the_rendering():
     plan = make_plan(machine(2))
     assert merge_env("", plan) == render_env(plan)
+
+
+def test_one_gpu_renders_the_colocate_plan_with_its_reason_in_every_format():
+    plan = make_plan(h200s(1))
+    env = render_env(plan).splitlines()
+    assert env[0].startswith(
+        "# GPU plan written by `trlstack plan`: training on GPU 0 (1 process), no server; "
+    )
+    assert "1.10 s against 1.58 s on one H200" in env[0]
+    assert env[1:] == ["TRLSTACK_VARIANT=colocate", "TRAIN_GPUS=0", "NUM_PROCESSES=1"]
+    document = json.loads(render_json(plan))
+    assert document["vllm_mode"] == "colocate" and document["serve_gpus"] == []
+    assert document["env"] == {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "NUM_PROCESSES": "1"}
+    assert document["layout"].startswith("colocate, vLLM inside the trainer: measured faster on one GPU")
+    assert [gpu["role"] for gpu in document["gpus"]] == ["train"]
+    table = render_table(plan).splitlines()
+    assert table[1].split() == ["serve", "-", "none:", "no", "vLLM", "server"]
+    assert table[2].startswith("train  0 ") and "vLLM inside it (train --vllm-mode colocate)" in table[2]
+    assert any(line.startswith("layout: colocate, vLLM inside the trainer: ") for line in table)
+    assert json.loads(render_json(make_plan(machine(2))))["vllm_mode"] == "server"
+
+
+def test_merge_env_writes_the_layout_a_plan_chose_and_keeps_the_one_the_user_chose():
+    colocate, shared_gpu = make_plan(machine(1)), make_plan(machine(1), share_gpus=True)
+    old_one_gpu = render_env(shared_gpu)  # an older plan's one-GPU .env: no TRLSTACK_VARIANT
+    merged = merge_env(f"HF_TOKEN_FILE=./t\n{old_one_gpu}", colocate)
+    assert merged == "HF_TOKEN_FILE=./t\n\n" + render_env(colocate)  # SHARE_GPUS=1 and the server keys gone
+    back = merge_env(merged, shared_gpu)  # the server chosen again: the plan's colocate goes
+    assert back == "HF_TOKEN_FILE=./t\n\n" + render_env(shared_gpu)
+    isolated = f"TRLSTACK_VARIANT=isolated\n{render_env(make_plan(machine(4)))}"
+    assert merge_env(isolated, make_plan(machine(8))).startswith("TRLSTACK_VARIANT=isolated\n\n")
+    assert merge_env(isolated, colocate) == render_env(colocate)  # one GPU: the plan picks the layout

@@ -106,7 +106,7 @@ def memory_finding(facts: Facts, environ: Mapping[str, str]) -> list[Finding]:
         return [Finding("warn", "memory", f"{Env.MODEL}={model}: {error}")]
     if plan is None:
         return [Finding("info", "memory", f"{Env.MODEL}={model}: no GPU to estimate for")]
-    share = plan.gpu_memory_utilization if plan.share_gpus else 0.0
+    share = plan.vllm_share_of_training_gpus
     lines = summary(config, plan.train, plan.num_processes, share)
     level = "warn" if any(line.startswith("sharding: refused") for line in lines) else "info"
     return [Finding(level, "memory", f"{Env.MODEL}={model} on the default plan: " + "; ".join(lines))]

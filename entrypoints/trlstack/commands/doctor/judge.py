@@ -139,21 +139,14 @@ def judge_gpus(probe: Probe, cuda_visible_devices: str | None) -> list[Finding]:
         from trlstack.plan.render import layout
 
         plan = make_plan(visible)
-        serve, train = plan.env()["SERVE_GPUS"], plan.env()["TRAIN_GPUS"]
+        train = plan.env()["TRAIN_GPUS"]
         where = (
-            f"by default vLLM and the trainer share GPU {serve}"
-            if plan.share_gpus
-            else f"by default vLLM serves on {serve}, training on {train}"
+            f"by default the trainer runs vLLM inside it on GPU {train}, no server"
+            if plan.colocate
+            else f"by default vLLM serves on {plan.env()['SERVE_GPUS']}, training on {train}"
         )
         count = f"{len(visible)} GPU" + ("s" if len(visible) > 1 else "")
-        findings.append(
-            Finding(
-                "ok",
-                "plan",
-                f"{count}: {where}; {layout(plan)} (see `trlstack plan`)",
-                "or generate inside the trainer: `train --vllm-mode colocate`" if plan.share_gpus else None,
-            )
-        )
+        findings.append(Finding("ok", "plan", f"{count}: {where}; {layout(plan)} (see `trlstack plan`)"))
     return findings
 
 
