@@ -21,6 +21,14 @@ METHODS = ("grpo", "rloo", "online-dpo", "async-grpo")
 VARIANTS = ("shared", "isolated")
 GPU_COUNTS = (2, 4, 8)
 
+# The named volumes every role mounts, and where; the token secret's path in the containers.
+CACHES = {
+    "hf-cache": "/cache/huggingface",
+    "vllm-cache": "/cache/vllm",
+    "flashinfer-cache": "/cache/flashinfer",
+}
+SECRET = "/run/secrets/hf_token"
+
 # Variables the stacks read; a test sets the ones it means, the caller's shell sets none of them.
 STACK_VARIABLES = (
     *ENV_KEYS,  # the GPU plan, as `trlstack plan --format env` writes it
@@ -82,3 +90,9 @@ class Compose:
     def down(self) -> None:
         """Remove every container (whatever its profile), network and volume of the project."""
         self.run("--profile", "*", "down", "--volumes", "--remove-orphans", "--timeout", "5", check=False)
+
+
+def read_env(path: Path) -> dict[str, str]:
+    """A .env file's settings (comments and blank lines left out)."""
+    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
+    return dict(line.split("=", 1) for line in lines)

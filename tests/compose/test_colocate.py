@@ -10,24 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from stacks import COMPOSE_FILE, REPO, SMOKE_FILE, Compose
+from stacks import CACHES, COMPOSE_FILE, REPO, SECRET, SMOKE_FILE, Compose, read_env
 from trlstack.defaults import IMAGE
 
 pytestmark = pytest.mark.docker
 
 TRAINERS = ("grpo", "rloo", "online-dpo")
 FIX = "`trlstack plan --share-gpus --format env -o .env`"
-CACHES = {
-    "hf-cache": "/cache/huggingface",
-    "vllm-cache": "/cache/vllm",
-    "flashinfer-cache": "/cache/flashinfer",
-}
-SECRET = "/run/secrets/hf_token"
-
-
-def read_env(path: Path) -> dict[str, str]:
-    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    return dict(line.split("=", 1) for line in lines)
 
 
 def states(compose: Compose) -> dict[str, str]:

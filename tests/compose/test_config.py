@@ -12,24 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from stacks import GPU_COUNTS, METHODS, REPO, VARIANTS, Compose, clean_environ
+from stacks import CACHES, GPU_COUNTS, METHODS, REPO, SECRET, VARIANTS, Compose, clean_environ, read_env
 from trlstack.defaults import IMAGE
 from trlstack.errors import UsageError
 from trlstack.roles.serve import check_bind
 
 pytestmark = pytest.mark.docker
-
-CACHES = {
-    "hf-cache": "/cache/huggingface",
-    "vllm-cache": "/cache/vllm",
-    "flashinfer-cache": "/cache/flashinfer",
-}
-SECRET = "/run/secrets/hf_token"
-
-
-def read_env(path: Path) -> dict[str, str]:
-    lines = [line for line in path.read_text().splitlines() if line and not line.startswith("#")]
-    return dict(line.split("=", 1) for line in lines)
 
 
 @pytest.fixture(scope="module")
