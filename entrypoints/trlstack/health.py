@@ -69,7 +69,8 @@ def wait_for_health(
 
     def show(state: Any) -> None:
         bar.n = min(round(state.seconds_since_start), bar.total)
-        bar.set_postfix_str(f"({state.outcome.exception()})", refresh=True)
+        bar.set_postfix_str(f"({state.outcome.exception()})", refresh=False)
+        bar.update(0)  # drawn at most every mininterval: a log gets a line each 30 s, not one per retry
 
     retrying = Retrying(
         stop=stop_after_delay(timeout),

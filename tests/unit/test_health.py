@@ -16,6 +16,15 @@ def test_returns_once_the_server_is_healthy(vllm_server, capsys):
     assert f"waiting for the vLLM server at {vllm_server.url}/health" in capsys.readouterr().err
 
 
+def test_a_log_gets_the_progress_line_seldom_not_once_per_retry(vllm_server, capsys):
+    """stderr is not a terminal here, as in a container's log: about 20 retries in 2 s draw the line at
+    its start and end only (every 30 s in between), not once per retry."""
+    vllm_server.health_failures = 20
+    wait_for_health(vllm_server.url, timeout=30, interval=0.1)
+    assert len(vllm_server.requests) == 21
+    assert capsys.readouterr().err.count("waiting for the vLLM server") <= 3
+
+
 def test_a_trailing_slash_in_the_url_is_fine(vllm_server):
     wait_for_health(vllm_server.url + "/", timeout=5)
     assert vllm_server.requests == ["/health"]
