@@ -15,6 +15,9 @@ from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
 from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
 
+# The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
+LAYOUT_VARIANTS = ("shared", "isolated", COLOCATE_VARIANT)
+
 REWRITE = "`trlstack plan --format env -o .env` writes one"
 SERVER_PLAN = "`trlstack plan --share-gpus --format env -o .env` writes the shared-GPU server layout"
 # The compose services that need a vLLM server: the server itself, and the trainer that has no colocate mode.
@@ -97,7 +100,8 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
         )
     if _env_switch(values, share_key):
         raise UsageError(
-            f"{share_key}=1 runs a vLLM server beside the trainer, but {variant} runs vLLM inside the "
+            f"{share_key}={values[share_key]} runs a vLLM server beside the trainer, but {variant} runs vLLM "
+            "inside the "
             f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
         )
     train = _env_gpus(values, train_key)
@@ -114,7 +118,13 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
     the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
     as the user wrote it."""
-    if values.get(Env.VARIANT, "").strip() == COLOCATE_VARIANT:
+    variant = values.get(Env.VARIANT, "").strip()
+    if variant and variant not in LAYOUT_VARIANTS:
+        raise UsageError(
+            f"{Env.VARIANT}={values[Env.VARIANT]!r} in .env names no compose layout: compose includes "
+            f"compose/<{Env.VARIANT}>.yaml, so write one of {', '.join(LAYOUT_VARIANTS)}, spelled so."
+        )
+    if variant == COLOCATE_VARIANT:
         return check_colocate(values, service)
     serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
@@ -122,8 +132,9 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     shared = [index for index in serve if index in train]
     if share and set(serve) != set(train):
         raise UsageError(
-            f"{share_key}=1 runs the server and the trainer on the same GPUs, but {serve_key}="
-            f"{values[serve_key]} and {train_key}={values[train_key]} differ; give both one set ({REWRITE})."
+            f"{share_key}={values[share_key]} runs the server and the trainer on the same GPUs, but "
+            f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} differ; give both one set "
+            f"({REWRITE})."
         )
     if shared and not share:
         raise UsageError(

@@ -120,6 +120,8 @@ BAD_COLOCATE = [
         {"SHARE_GPUS": "1"},
         "SHARE_GPUS=1 runs a vLLM server beside the trainer, but TRLSTACK_VARIANT=colocate",
     ),
+    ({"SHARE_GPUS": "yes"}, "SHARE_GPUS=yes runs a vLLM server beside the trainer"),  # any spelling of on
+    ({"SHARE_GPUS": "true"}, "SHARE_GPUS=true runs a vLLM server beside the trainer"),
     ({"SHARE_GPUS": "perhaps"}, "SHARE_GPUS='perhaps' in .env is not 1 or 0"),
 ]
 
@@ -130,3 +132,11 @@ def test_a_hand_written_colocate_plan_is_refused_naming_the_key_as_written(chang
     with pytest.raises(UsageError) as error:
         check_env(values)
     assert message in str(error.value)
+
+
+@pytest.mark.parametrize("variant", ["Colocate", "colocated", "roles", "SHARED"])
+def test_a_layout_compose_has_no_file_for_is_refused_naming_the_three(variant):
+    with pytest.raises(UsageError) as error:
+        check_env({**COLOCATE, "TRLSTACK_VARIANT": variant})
+    assert f"TRLSTACK_VARIANT={variant!r} in .env names no compose layout" in str(error.value)
+    assert "shared, isolated, colocate" in str(error.value)
