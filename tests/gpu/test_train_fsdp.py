@@ -60,6 +60,14 @@ def run(argv: list[str], log: Path, gpus: str, *trl: str) -> subprocess.Complete
         return subprocess.run([*argv, *trl], env=env, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
 
 
+def wait_in_log(log: Path, process: subprocess.Popen, text: str, timeout: float = 600) -> None:
+    """Return once `text` is in `log`; fail with the log's end if `process` exits first or time runs out."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text():
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        time.sleep(0.2)
+
+
 def shards(checkpoint: Path) -> list[str]:
     return sorted(path.name for path in (checkpoint / "pytorch_model_fsdp_0").glob("*.distcp"))
 
@@ -127,10 +135,7 @@ def test_two_fsdp2_ranks_stop_with_a_shard_each_resume_and_refuse_one_rank(serve
         endless = [*argv, "--max_steps", "200", "--save_steps", "1000"]
         trainer = subprocess.Popen(endless, env=env, stdout=sink, stderr=subprocess.STDOUT)
         try:
-            deadline = time.monotonic() + 600
-            while "'loss'" not in log.read_text():
-                assert trainer.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-                time.sleep(0.2)
+            wait_in_log(log, trainer, "'loss'")
             trainer.terminate()  # SIGTERM, as `docker compose stop` or Slurm stops the trainer
             assert trainer.wait(timeout=300) == 143, log.read_text()[-4000:]
         finally:
@@ -179,10 +184,7 @@ def test_a_rank_kept_out_of_a_push_ends_the_run_within_the_bound_naming_rank_and
             env = reward_env() | {"CUDA_VISIBLE_DEVICES": layout.train_gpus} | held
             trainer = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT)
             try:
-                deadline = time.monotonic() + 600
-                while "keeps out of weight push 2" not in log.read_text():
-                    assert trainer.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
-                    time.sleep(0.2)
+                wait_in_log(log, trainer, "keeps out of weight push 2")
                 held_at = time.monotonic()
                 code = trainer.wait(timeout=bound + 120)  # the bound, then torch elastic ends the other rank
                 took = time.monotonic() - held_at
