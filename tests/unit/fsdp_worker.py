@@ -57,6 +57,7 @@ def main(folder: str, start: int, steps: int) -> None:
     # One write of the whole line: the processes share torchrun's stdout, and print's separate writes of the
     # text and its newline interleave across them (two rows on one line, seen under load).
     os.write(sys.stdout.fileno(), (json.dumps(row) + "\n").encode())
+    dist.barrier()  # both ranks past their last collective before either tears the group down
     dist.destroy_process_group()
 
 
