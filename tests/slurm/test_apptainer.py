@@ -3,11 +3,11 @@ CPU smoke across two nodes inside it (`srun apptainer exec`), as users without r
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
 
-import build_cache
 import pytest
 from slurm_cluster import TINY
 
@@ -27,8 +27,9 @@ def sif(cluster, trlstack_image):
     inspect = ["docker", "image", "inspect", "--format", "{{.Size}}", trlstack_image]
     needed = SPACE_PER_IMAGE_BYTE * int(subprocess.run(inspect, capture_output=True, text=True).stdout) / 1e9
     free = shutil.disk_usage(root).free / 1e9
-    if free < needed and build_cache.may_prune():
-        build_cache.prune(keep_downloads=False)
+    if free < needed and os.environ.get("TRLSTACK_TESTS_MAY_PRUNE") == "1":
+        # A throwaway machine (.ci/run sets it): the engine's build cache is only ever rebuilt there.
+        subprocess.run(["docker", "builder", "prune", "-af"], capture_output=True, check=True)
         free = shutil.disk_usage(root).free / 1e9
     if free < needed:
         pytest.fail(

@@ -13,11 +13,12 @@ from slurm_cluster import TINY
 
 pytestmark = [pytest.mark.docker, pytest.mark.slurm]
 
-# The stop is sent once the first periodic checkpoint is complete; it lands a few steps later (the signal goes
-# through the batch script, scancel and train to every process). A save every 10 steps leaves it 9 steps to
-# land between two saves on any machine.
-STEPS = 30
-SAVE_STEPS = 10
+# The stop is sent once the first periodic checkpoint is complete; it lands some steps later (the signal goes
+# through the batch script, scancel and train to every process): 10 steps later on a fast machine, whose CPU
+# steps take under half a second, which a save every 10 steps turned into a stop on a periodic save. A save
+# every 25 steps leaves the stop 24 steps to land between two saves.
+STEPS = 50
+SAVE_STEPS = 25
 RUN = "/shared/preemption"
 
 
