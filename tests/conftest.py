@@ -39,6 +39,13 @@ def missing_engine() -> str | None:
     return None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked `rebuild` run after every other: the engine keeps the no-cache rebuild's copy of the
+    image's layers for the rest of the run (7 GB, tests/image/test_reproducible.py), so the .sif conversion,
+    the run's peak on disk, comes before it."""
+    items.sort(key=lambda item: item.get_closest_marker("rebuild") is not None)
+
+
 @pytest.fixture(scope="session")
 def docker_engine() -> str:
     """The docker CLI command, once the engine, buildx and compose answer."""

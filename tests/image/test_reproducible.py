@@ -3,10 +3,10 @@
 uv checks every wheel against uv.lock's hashes, and a warm cache, which changes the order uv installs wheels
 in, must not change the image.
 bench/reproducible.py does the full check (two builds from clean caches, layer by layer).
-The engine (Docker 26, overlay2 graph driver) keeps the rebuild's own copy of each layer it already held, the
-venv's 7 GB among them, once the rebuild's tag and cache records are gone: no prune frees it (seen in every
-run, whatever the order of `docker image rm` and `docker builder prune`). A CI run peaks at about 42 GB, it
-included.
+The engine (Docker 26, overlay2 graph driver) keeps the rebuild's own copy of each layer it already held,
+the venv's 7 GB among them: `docker builder prune` drops the copy's cache record and leaves its files on disk
+(seen in every run, whatever the order of `docker image rm` and the prune). So this test runs after every
+other (the `rebuild` mark, tests/conftest.py): the .sif conversion, the run's peak, comes before the copy.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 from reproducible import compare_layers, layer_manifests  # noqa: E402
 
-pytestmark = pytest.mark.docker
+pytestmark = [pytest.mark.docker, pytest.mark.rebuild]
 
 
 def image_id_and_layers(tag: str) -> tuple[str, list[str]]:

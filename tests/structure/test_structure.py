@@ -279,3 +279,22 @@ def test_no_token_or_build_ca_in_file_contents(trlstack_image: str) -> None:
     ]
     found = docker_root(trlstack_image, "python", "-c", SCAN, "\n".join(needles)).stdout.split()
     assert found == [], f"files holding a token or a certificate of the build secret: {found}"
+
+
+@pytest.mark.docker
+def test_no_index_url_in_the_image_history(trlstack_image: str) -> None:
+    # The build arguments a shipped layer's RUN uses are written into the image's history ("RUN |2 A=1 B=2"),
+    # and an index URL may carry a token: the venv's RUN reads the index from a file of the uv stage.
+    history = subprocess.run(
+        ["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", trlstack_image],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    arguments = [
+        word.split("=", 1)[0]
+        for count, words in re.findall(r"^RUN \|(\d+) (.*)$", history, flags=re.MULTILINE)
+        for word in words.split(" ")[: int(count)]
+    ]
+    assert "SOURCE_DATE_EPOCH" in arguments, history  # the history names the arguments, as parsed here
+    assert [name for name in arguments if name.endswith("INDEX_URL")] == [], history
