@@ -1,7 +1,8 @@
 """Two builds of one commit give one image: the image rebuilt without the layer cache has the same image ID
-(the sha256 of its config, which names every layer by the sha256 of its content). The download cache stays:
-uv checks every wheel against uv.lock's hashes, and a warm cache, which changes the order uv installs wheels
-in, must not change the image.
+(the sha256 of its config, which names every layer by the sha256 of its content). uv checks every wheel
+against uv.lock's hashes either way; whether its download cache is warm for the rebuild is the engine's call
+(warm on a developer's machine; in CI's runs every wheel was downloaded again), and a warm cache, which
+changes the order uv installs wheels in, must not change the image either.
 bench/reproducible.py does the full check (two builds from clean caches, layer by layer).
 The engine (Docker 26, overlay2 graph driver) keeps the rebuild's own copy of each layer it already held,
 the venv's 7 GB among them: `docker builder prune` drops the copy's cache record and leaves its files on disk
