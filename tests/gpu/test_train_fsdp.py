@@ -2,12 +2,14 @@
 
 - two GPUs, one rank each, colocated vLLM: 2 steps saved as one shard per rank, resumed to step 4, the final
   model saved whole (safetensors) by the recipe runner; another process count refused before anything starts.
+- two ranks on one GPU, colocated: each rank's vLLM engine with a fixed KV cache (`--vllm-kv-cache-gib`,
+  as two engines profiling one GPU's memory at once fail vLLM's start-up check); 5 steps, resumed, one rank
+  refused.
 - two ranks on one GPU (`--ranks-per-gpu 2`: each rank names itself an NCCL host of its own, so the two talk
   over sockets and time-slice the GPU) in server mode, the server on the same GPU in the shared-gpu layout
   and on its own in two-gpu: every step pushes the gathered weights and the server's log-probabilities follow
   them; a stop signal mid-run saves a shard per rank at the step reached, the same two ranks resume from it,
-  one rank is refused, naming the two. (Colocated vLLM in two ranks of one GPU is refused by train: two
-  engines profiling one GPU's memory at once fail vLLM's start-up check.) A rank kept out of a push
+  one rank is refused, naming the two. A rank kept out of a push
   (held_rank/sitecustomize.py) leaves the other in the push's real all-gather: the push's bound ends the run,
   naming the rank and where it is stuck, and the checkpoints stay.
 
@@ -92,6 +94,39 @@ def test_fsdp2_on_two_gpus_saves_shards_resumes_and_ends_with_a_whole_model(tiny
     refused = run(argv, log, "0", "--max_steps", "6")
     assert refused.returncode == 1
     assert REFUSED in log.read_text()
+
+
+def test_two_colocated_fsdp2_ranks_share_one_gpu_with_a_fixed_kv_cache_each(tiny, tmp_path):
+    """Each rank starts its own vLLM engine on the one GPU, with a fixed KV cache (vLLM's start-up memory
+    profile would see the other rank free memory): 5 steps, each pushing the gathered weights into both
+    engines; resumed by the same two ranks; one rank refused."""
+    output, log = tmp_path / "out", tmp_path / "train.log"
+    argv = colocate_argv(tiny, output, "--ranks-per-gpu", "2", "--vllm-kv-cache-gib", "1")
+    gpu = BY_NAME["shared-gpu"].train_gpus
+    done = run(argv, log, gpu, "--max_steps", "5", "--save_steps", "5")
+    text = log.read_text()
+    assert done.returncode == 0, text[-4000:]
+    assert "each rank's vLLM engine holds a fixed 1 GiB KV cache" in text, text[-4000:]
+    assert "as specified by kv_cache_memory_bytes" in text, text[-4000:]  # vLLM's own line: profile skipped
+    assert shards(output / "checkpoint-5") == ["__0_0.distcp", "__1_0.distcp"]
+    assert max_weight_change(tiny / "model", output) > 1e-4, "the weights did not change"
+    state = json.loads((output / "checkpoint-5" / "trainer_state.json").read_text())
+    gaps = [row["sampling/sampling_logp_difference/mean"] for row in state["log_history"] if "loss" in row]
+    print(f"vLLM's log-probabilities against the trainer's, mean gap per step: {gaps}")
+    # Step 1 samples with the weights both sides loaded. Had a later push not reached the engines, they would
+    # sample from older weights than the trainer scores with (learning rate 1e-3), and the gap would grow.
+    assert len(gaps) == 5 and max(gaps[1:]) < max(3 * gaps[0], 0.05), gaps
+
+    again = run(argv, log, gpu, "--max_steps", "6", "--save_steps", "5")
+    assert again.returncode == 0, log.read_text()[-4000:]
+    assert f"resuming from {output}/checkpoint-5" in log.read_text()
+    assert shards(checkpoints(output)[-1]) == ["__0_0.distcp", "__1_0.distcp"]
+
+    one_rank = colocate_argv(tiny, output, "--vllm-kv-cache-gib", "1")
+    refused_log = tmp_path / "refused.log"
+    refused = run(one_rank, refused_log, gpu, "--max_steps", "8")
+    assert refused.returncode == 1, refused_log.read_text()[-4000:]
+    assert REFUSED in refused_log.read_text()
 
 
 def server_argv(tiny: Path, served: Served, output: Path, ranks: int = 2) -> list[str]:

@@ -77,6 +77,7 @@ NEEDS_THE_GPU_STACK = [
     "test_recipes_async_grpo.py",
     "test_recipes_tree_kernel.py",
     "test_recipes_push_guard.py",
+    "test_recipes_kv_cache.py",
     "test_sharding_run.py",
 ]
 

@@ -182,6 +182,10 @@ def main(argv: list[str]) -> None:
         from trlstack.recipes import push_guard  # imports TRL's generation modules
 
         push_guard.install(say, argv[0], os.environ)
+    if os.environ.get(Env.VLLM_KV_CACHE_GIB):  # train fixes the KV cache of each rank's colocated engine
+        from trlstack.recipes import kv_cache  # imports TRL's module that builds the engine, and vLLM
+
+        kv_cache.install(say, argv[0], os.environ)
     sys.argv = argv  # the script parses its own arguments; runpy sets argv[0] to its file
     runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
 

@@ -77,6 +77,7 @@ def trainer_command(job: Job) -> list[str]:
         argv += [flag, value] if value else []
     argv += ["--sharding", run.sharding] if run.sharding != "auto" else []  # auto: each node alike decides
     argv += ["--ranks-per-gpu", str(run.ranks_per_gpu)] if run.ranks_per_gpu != 1 else []
+    argv += ["--vllm-kv-cache-gib", f"{run.vllm_kv_cache_gib!r}"] if run.vllm_kv_cache_gib is not None else []
     if run.weight_push_timeout is not None:  # unset: train's default, on every node alike
         argv += ["--weight-push-timeout", f"{run.weight_push_timeout:g}"]
     argv += ["--output-dir", Var('"$RUN_DIR"'), *(["--resume"] if run.resume else [])]

@@ -31,6 +31,7 @@ RUN_SETTINGS = (
     "cpu",
     "sharding",
     "ranks_per_gpu",
+    "vllm_kv_cache_gib",
     "weight_push_timeout",
 )
 DECIDED_ONCE = ("resume", "fresh")

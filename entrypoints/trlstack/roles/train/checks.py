@@ -70,19 +70,32 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
 
 
 def check_ranks(settings: TrainSettings, mode: str, colocated_by: str) -> None:
-    """--ranks-per-gpu and --weight-push-timeout against the run's mode, "cpu", "server" or "colocate"
-    (`colocated_by`: the flag that put vLLM in the trainer; `trlstack slurm` checks its job so too)."""
+    """--ranks-per-gpu, --vllm-kv-cache-gib and --weight-push-timeout against the run's mode, "cpu", "server"
+    or "colocate" (`colocated_by`: the flag that put vLLM in the trainer; `trlstack slurm` checks its job so
+    too)."""
     if mode == "cpu" and settings.ranks_per_gpu > 1:
         raise UsageError(
             f"--ranks-per-gpu {settings.ranks_per_gpu} ({Env.RANKS_PER_GPU}) puts several ranks on each GPU, "
             "but --cpu trains on none; use --num-processes for several CPU processes."
         )
-    if settings.ranks_per_gpu > 1 and mode == "colocate":
+    kv_cache = f"--vllm-kv-cache-gib ({Env.VLLM_KV_CACHE_GIB})"
+    if settings.vllm_kv_cache_gib is not None and mode != "colocate":
+        where = (
+            "--cpu runs without vLLM"
+            if mode == "cpu"
+            else "in server mode the server sizes its own (give it vLLM's --kv-cache-memory-bytes)"
+        )
+        raise UsageError(
+            f"{kv_cache} fixes the KV cache of the vLLM engine inside each trainer ({colocated_by}), but "
+            f"{where}; drop it."
+        )
+    if settings.ranks_per_gpu > 1 and mode == "colocate" and settings.vllm_kv_cache_gib is None:
         raise UsageError(
             f"--ranks-per-gpu {settings.ranks_per_gpu} with {colocated_by} starts a vLLM engine in every "
-            "rank on the same GPU at once, and vLLM's start-up memory profiling fails when another process "
-            "frees GPU memory meanwhile (seen on an H200: 'Error in memory profiling'); run several ranks on "
-            "one GPU in server mode (with --share-gpus beside the server), or one rank per GPU."
+            "rank on the same GPU at once, and an engine that sizes its KV cache from the memory it profiles "
+            "free fails when another process frees GPU memory meanwhile (seen on an H200: 'Error in memory "
+            f"profiling'); give each engine a fixed KV cache with {kv_cache}, e.g. 2, or run several "
+            "ranks on one GPU in server mode (with --share-gpus beside the server)."
         )
     if mode == "cpu" and settings.weight_push_timeout is not None:
         raise UsageError(

@@ -17,7 +17,7 @@ from trlstack.plan import memory
 from trlstack.recipes import RUNNER, Recipe
 from trlstack.roles.train import asynchronous
 from trlstack.roles.train.checks import check_contradictions, resolve_recipe
-from trlstack.roles.train.ranks import push_bound, rank_sharing, training_processes
+from trlstack.roles.train.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.roles.train.settings import TrainSettings
 
 # --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
@@ -127,6 +127,8 @@ def training_memory(
         smallest //= settings.ranks_per_gpu
     server = SHARED_MEMORY_FRACTION if settings.share_gpus and settings.mode == "server" else None
     share = memory.vllm_share(settings.mode, config, recipe.name, server)
+    if settings.mode == "colocate":  # an engine in each rank, each its share of the whole GPU
+        share *= settings.ranks_per_gpu
     return sharding.Memory(estimate, why, smallest, share, processes)
 
 
@@ -226,6 +228,11 @@ def build_launch(
             notes += bound_notes
         if settings.mode == "colocate":
             env.update(VLLM_ENV)  # vLLM runs inside the trainer
+            kv_env, kv_notes = fixed_kv_cache(
+                settings, gpus, memory.vllm_share("colocate", config, recipe.name, None)
+            )
+            env.update(kv_env)
+            notes += kv_notes
         if "bf16" in user_config or "fp16" in user_config:
             precision = "bf16" if config.get("bf16") else "fp16" if config.get("fp16") else "fp32"
             why = f"set in {source}"

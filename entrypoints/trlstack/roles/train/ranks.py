@@ -10,6 +10,8 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.roles.train.settings import TrainSettings
 
+GIB = 1 << 30
+
 
 def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
     """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer."""
@@ -54,3 +56,36 @@ def push_bound(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
         "what it is stuck in"
     )
     return {Env.WEIGHT_PUSH_TIMEOUT: seconds}, [note]
+
+
+def fixed_kv_cache(
+    settings: TrainSettings, gpus: Sequence[Gpu], fraction: float
+) -> tuple[dict[str, str], list[str]]:
+    """The environment and the note that give each rank's colocated vLLM engine a fixed KV cache
+    (--vllm-kv-cache-gib; recipes/kv_cache.py hands it to vLLM); UsageError where the engines of one GPU
+    cannot all start. `fraction` is vllm_gpu_memory_utilization: vLLM starts an engine only where that share
+    of the GPU's memory is free, and the memory plan leaves each engine that share, its KV cache within it."""
+    gib = settings.vllm_kv_cache_gib
+    if gib is None:
+        return {}, []
+    engines = settings.ranks_per_gpu
+    if engines > 1 and engines * fraction >= 1:
+        raise UsageError(
+            f"--ranks-per-gpu {engines} with colocate starts {engines} vLLM engines on each GPU, each "
+            f"starting only where vllm_gpu_memory_utilization ({fraction:g}) of the GPU's memory is free: "
+            f"{engines} x {fraction:g} leaves the trainers nothing. Set vllm_gpu_memory_utilization below "
+            f"{1 / engines:.2g} in the config (e.g. {0.5 / engines:.2g})."
+        )
+    sizes = [gpu.memory_bytes for gpu in gpus if gpu.memory_bytes]
+    if sizes and gib * GIB > min(sizes) * fraction:
+        share = min(sizes) * fraction / GIB
+        raise UsageError(
+            f"--vllm-kv-cache-gib {gib:g} ({Env.VLLM_KV_CACHE_GIB}) is more than the {share:.1f} GiB that "
+            f"vllm_gpu_memory_utilization ({fraction:g}) leaves each engine on a {min(sizes) / GIB:.0f} GiB "
+            "GPU, its weights included; lower it, or raise vllm_gpu_memory_utilization in the config."
+        )
+    note = (
+        f"each rank's vLLM engine holds a fixed {gib:g} GiB KV cache (--vllm-kv-cache-gib), not one sized "
+        "from the memory vLLM profiles free at start-up"
+    )
+    return {Env.VLLM_KV_CACHE_GIB: str(gib)}, [note]

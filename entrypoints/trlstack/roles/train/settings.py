@@ -14,7 +14,7 @@ from trlstack.defaults import (
     Env,
 )
 from trlstack.gpus import gpu_spec
-from trlstack.option_types import one_of, positive_int, rank_number, wait_seconds
+from trlstack.option_types import one_of, positive_float, positive_int, rank_number, wait_seconds
 from trlstack.options import setting, switch
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
@@ -121,6 +121,13 @@ class TrainSettings:
     )
     vllm_mode: str | None = setting(  # None means the default, server
         Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
+    )
+    vllm_kv_cache_gib: float | None = setting(  # None: vLLM sizes it from its start-up memory profile
+        Env.VLLM_KV_CACHE_GIB,
+        "colocate: a fixed KV cache of this many GiB in each rank's vLLM engine, instead of one sized from "
+        "the memory vLLM profiles free at start-up, a profile another process on the GPU upsets (needed for "
+        "--ranks-per-gpu above 1 with colocate)",
+        type=positive_float,
     )
     cpu: bool = switch(Env.CPU, "smoke run on the CPU: no vLLM, tiny steps")
     allow_other_served_model: bool = switch(

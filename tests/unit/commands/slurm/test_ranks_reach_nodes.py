@@ -1,6 +1,7 @@
-"""trlstack slurm takes --ranks-per-gpu and --weight-push-timeout as train declares them and hands them to
-every node's train; what train would refuse on a node (several ranks beside a colocated vLLM, a bound on a
-push with no vLLM, async-grpo's own bound, its rank limit counted with the ranks per GPU) is refused here."""
+"""trlstack slurm takes --ranks-per-gpu, --vllm-kv-cache-gib and --weight-push-timeout as train declares them
+and hands them to every node's train; what train would refuse on a node (several ranks beside colocated vLLM
+engines that size their own KV caches, a fixed KV cache with a server, a bound on a push with no vLLM,
+async-grpo's own bound, its rank limit counted with the ranks per GPU) is refused here."""
 
 from __future__ import annotations
 
@@ -60,6 +61,13 @@ def test_slurm_reads_the_flags_and_the_variables_as_train_does(tmp_path, capsys,
         ("grpo", {"ranks_per_gpu": 2}, {"serve_nodes": 0}, "--ranks-per-gpu 2 with --serve-nodes 0 starts"),
         ("async-grpo", {"weight_push_timeout": 60.0}, {}, "--weight-push-timeout .*--weight-sync-timeout"),
         ("async-grpo", {"ranks_per_gpu": 2}, {"gpus_per_node": 2}, "async-grpo with 4 trainer processes"),
+        (
+            "grpo",
+            {"vllm_kv_cache_gib": 2.0},
+            {},
+            r"vLLM engine inside each trainer \(--serve-nodes 0\), but in",
+        ),
+        ("async-grpo", {"vllm_kv_cache_gib": 2.0}, {}, "in server mode the server sizes its own"),
     ],
 )
 def test_what_train_would_refuse_on_a_node_is_refused_before_submitting(recipe, train, layout, refusal):
@@ -76,3 +84,9 @@ def test_a_bound_on_a_push_without_vllm_is_refused():
 def test_two_ranks_on_one_gpu_each_are_async_grpos_two():
     asked = dataclasses.replace(job("async-grpo", ranks_per_gpu=2), gpus_per_node=1)
     assert "--ranks-per-gpu 2" in flat(render(check(asked)))
+
+
+def test_a_fixed_kv_cache_lets_several_colocated_ranks_share_a_gpu_on_every_node():
+    asked = dataclasses.replace(job(ranks_per_gpu=2, vllm_kv_cache_gib=1.5), serve_nodes=0, nodes=2)
+    text = flat(render(check(asked)))
+    assert "--ranks-per-gpu 2 --vllm-kv-cache-gib 1.5" in text and "--vllm-mode colocate" in text

@@ -173,8 +173,21 @@ BAD_INPUT = [
     (
         ["grpo", "--vllm-mode", "colocate"],
         {"TRLSTACK_RANKS_PER_GPU": "2"},
-        "vLLM's start-up memory profiling fails when another process frees GPU memory",
+        "give each engine a fixed KV cache with --vllm-kv-cache-gib (TRLSTACK_VLLM_KV_CACHE_GIB)",
     ),
+    (
+        ["grpo", "--vllm-kv-cache-gib", "2"],
+        {},
+        "fixes the KV cache of the vLLM engine inside each trainer (--vllm-mode colocate), but in server "
+        "mode the server sizes its own",
+    ),
+    (["grpo", "--cpu"], {"TRLSTACK_VLLM_KV_CACHE_GIB": "2"}, "but --cpu runs without vLLM; drop it"),
+    (
+        ["grpo", "--vllm-mode", "colocate"],
+        {"TRLSTACK_VLLM_KV_CACHE_GIB": "0"},
+        "TRLSTACK_VLLM_KV_CACHE_GIB='0' is not valid",
+    ),
+    (["grpo", "--vllm-mode", "colocate", "--vllm-kv-cache-gib", "nan"], {}, "argument --vllm-kv-cache-gib"),
     (["grpo", "--vllm-mode", "remote"], {}, "'remote' is not one of server, colocate"),
     (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "soon"}, "TRLSTACK_HEALTH_TIMEOUT='soon' is not valid"),
     (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "-5"}, "TRLSTACK_HEALTH_TIMEOUT='-5' is not valid"),
