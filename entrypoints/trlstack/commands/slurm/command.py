@@ -32,8 +32,8 @@ from trlstack.options import add_settings, flag, settings_from, switch
 from trlstack.roles.command_line import split_extra
 from trlstack.roles.serve import ServeSettings
 from trlstack.roles.train.checks import check_resume_choice, resolve_recipe
-from trlstack.roles.train.launch import run_config
 from trlstack.roles.train.preflight import previous_run_to_move
+from trlstack.roles.train.run_config import run_config
 from trlstack.roles.train.settings import TrainSettings
 
 
