@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from trlstack.defaults import FALSE_VALUES, TRUE_VALUES
@@ -112,3 +112,15 @@ def one_of(*choices: str) -> Callable[[str], str]:
 def seconds_or_never(raw: str) -> float:
     """argparse type: how long to wait, in seconds (as wait_seconds), or 0 for never."""
     return 0.0 if _number(float, raw, "a number") == 0 else wait_seconds(raw)
+
+
+def handed_number(environ: Mapping[str, str], variable: str, what: str, flag: str) -> float | None:
+    """A number above 0 that train hands every rank in `variable` (None: unset); SystemExit naming the
+    variable and the flag train sets it from, for a value that is none."""
+    raw = environ.get(variable, "")
+    if not raw:
+        return None
+    try:
+        return positive_float(raw)
+    except argparse.ArgumentTypeError:
+        raise SystemExit(f"{variable}={raw!r} is not {what} above 0; train sets it from {flag}.") from None

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trlstack.defaults import Env
+from trlstack.option_types import handed_number
 from trlstack.recipes import RECIPES
 
 GIB = 1 << 30
@@ -31,18 +32,9 @@ GENERATION = "trl.generation.vllm_generation"
 def size_from(environ: Mapping[str, str]) -> int | None:
     """The size train gives every rank, in bytes (None: vLLM sizes it); SystemExit naming the variable for a
     bad value."""
-    raw = environ.get(Env.VLLM_KV_CACHE_GIB, "")
-    if not raw:
+    gib = handed_number(environ, Env.VLLM_KV_CACHE_GIB, "a size in GiB", "--vllm-kv-cache-gib")
+    if gib is None:
         return None
-    try:
-        gib = float(raw)
-    except ValueError:
-        gib = 0.0
-    if not 0 < gib < float("inf"):
-        raise SystemExit(
-            f"{Env.VLLM_KV_CACHE_GIB}={raw!r} is not a size in GiB above 0; train sets it from "
-            "--vllm-kv-cache-gib."
-        )
     return int(gib * GIB)
 
 

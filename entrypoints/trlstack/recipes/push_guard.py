@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trlstack.defaults import Env
+from trlstack.option_types import handed_number
 
 EXIT_CODE = 1
 POLL_S = 1.0  # how often the deadline is checked (a quarter of a shorter bound)
@@ -102,19 +103,7 @@ class Watch:
 
 def bound_from(environ: Mapping[str, str]) -> float | None:
     """The bound train gives every rank (None: no guard); SystemExit naming the variable for a bad value."""
-    raw = environ.get(Env.WEIGHT_PUSH_TIMEOUT, "")
-    if not raw:
-        return None
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = 0.0
-    if not 0 < seconds < float("inf"):
-        raise SystemExit(
-            f"{Env.WEIGHT_PUSH_TIMEOUT}={raw!r} is not a number of seconds above 0; train sets it from "
-            "--weight-push-timeout."
-        )
-    return seconds
+    return handed_number(environ, Env.WEIGHT_PUSH_TIMEOUT, "a number of seconds", "--weight-push-timeout")
 
 
 def role(mode: Any, main: bool) -> str:
