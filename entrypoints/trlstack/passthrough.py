@@ -138,6 +138,26 @@ def check_option(
         )
 
 
+def passed_values(extra: Sequence[str], where: Receiver) -> dict[str, str]:
+    """The values `extra` gives the options `where` reads, by dest, as written (the last given wins). An
+    option given without a value is a switch: "true", or "false" for its `--no-` form; one unknown or
+    ambiguous (check_passthrough refuses those) is left out."""
+    values: dict[str, str] = {}
+    for at, word in option_words(extra, where.vllm):
+        found = candidates(word.option, where.options)
+        if len(found) != 1:
+            continue
+        dest = where.options[found[0]]
+        if word.inline_value:
+            values[dest] = word.written.split("=", 1)[1]
+        elif at + 1 < len(extra) and (not extra[at + 1].startswith("-") or _is_number(extra[at + 1])):
+            values[dest] = extra[at + 1]
+        else:
+            negated = found[0][2:5] in ("no_", "no-") and not dest.startswith("no_")
+            values[dest] = "false" if negated else "true"
+    return values
+
+
 def check_passthrough(
     extra: Sequence[str], where: Receiver, taken: Mapping[str, str], role: str, place: str = "after `--`"
 ) -> None:

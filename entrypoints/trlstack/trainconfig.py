@@ -7,16 +7,17 @@ The user's file is never modified; train writes the merged copy into output_dir,
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from trlstack import passthrough
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.outputs import MERGED_PREFIX, MERGED_SUFFIX
-from trlstack.passthrough import accepted_keys
 from trlstack.recipes import Recipe
 
 MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
@@ -55,7 +56,7 @@ def load_config(path: Path) -> dict[str, Any]:
 
 def check_keys(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
     """UsageError naming every key the recipe's script would not accept, with the nearest valid names."""
-    accepted = accepted_keys(recipe.name)
+    accepted = passthrough.accepted_keys(recipe.name)
     unknown = sorted(set(config) - accepted)
     if not unknown:
         return
@@ -80,6 +81,25 @@ def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> No
         missing.append(" or ".join(recipe.reward_keys) + f" (or pass --reward-model / {Env.REWARD_MODEL})")
     if missing:
         raise UsageError(f"{source} is missing required keys: {'; '.join(missing)}.")
+
+
+def with_passed(config: Mapping[str, Any], extra: Sequence[str], recipe: Recipe) -> dict[str, Any]:
+    """The config as the recipe's script will see it: the values given after `--` over the file's, each read
+    as JSON, else as YAML, else kept as written (TRL's parser types them by its fields: numbers, booleans and
+    mappings read alike; YAML alone would keep 2e-5 a string)."""
+    passed = passthrough.passed_values(extra, passthrough.receiver(recipe.name))
+    return {**config, **{key: _value(raw) for key, raw in passed.items()}}
+
+
+def _value(raw: str) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        pass
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
 
 
 def merged_path(output_dir: str, recipe: Recipe) -> Path:

@@ -19,6 +19,7 @@ from trlstack.passthrough import (
     candidates,
     check_passthrough,
     option_words,
+    passed_values,
     receiver,
     table_from_installed,
 )
@@ -247,3 +248,43 @@ def test_accepted_keys_of_every_recipe_hold_the_trainer_basics():
         assert "resume_from_checkpoint" in keys and "env" in keys
     assert "num_generations" in accepted_keys("grpo") and "num_generations" not in accepted_keys("online-dpo")
     assert "reward_model_path" in accepted_keys("online-dpo")
+
+
+# The values given after `--`, by the option they set: what train weighs memory on (trainconfig.with_passed).
+PASSED = [
+    (["--vllm_gpu_memory_utilization", "0.6"], {"vllm_gpu_memory_utilization": "0.6"}),
+    (["--vllm-gpu-memory-utilization=0.2"], {"vllm_gpu_memory_utilization": "0.2"}),
+    (
+        ["--vllm_gpu_mem", "0.2", "--learning_rate", "1e-3", "--vllm_gpu_memory_utilization", "0.4"],
+        {"vllm_gpu_memory_utilization": "0.4", "learning_rate": "1e-3"},
+    ),
+    (["--use_peft", "--learning_rate", "-1"], {"use_peft": "true", "learning_rate": "-1"}),  # a bare switch
+    (["--no_gradient_checkpointing"], {"gradient_checkpointing": "false"}),
+    (["--no-gradient-check", "--gradient_checkpointing"], {"gradient_checkpointing": "true"}),
+    (["--model_init_kwargs", '{"dtype": "bfloat16"}'], {"model_init_kwargs": '{"dtype": "bfloat16"}'}),
+    (["--learnig_rate", "3", "--vllm", "0.5"], {}),  # unknown, ambiguous: refused by check_passthrough
+]
+
+
+@pytest.mark.parametrize(("words", "values"), PASSED, ids=[" ".join(words) for words, _ in PASSED])
+def test_the_values_given_are_read_by_the_option_they_set(words, values):
+    assert passed_values(words, receiver("grpo")) == values
+
+
+@needs_stack
+@pytest.mark.parametrize(("words", "values"), PASSED[:-1], ids=[" ".join(words) for words, _ in PASSED[:-1]])
+def test_trls_parser_takes_the_same_values(words, values):
+    import importlib
+
+    from trlstack import trainconfig
+
+    parser = importlib.import_module(RECIPES["grpo"].module).make_parser()
+    # The configs the script trains with (their __post_init__ reads a JSON mapping); on the CPU here.
+    *configs, unknown = parser.parse_args_into_dataclasses(
+        ["--use_cpu", "true", *words], return_remaining_strings=True
+    )
+    assert not unknown
+    taken = {dest: getattr(config, dest) for config in configs for dest in values if hasattr(config, dest)}
+    seen = trainconfig.with_passed({}, words, RECIPES["grpo"])  # as train weighs memory on them
+    assert seen.keys() == values.keys() == taken.keys()
+    assert seen == taken

@@ -85,6 +85,15 @@ def test_colocated_vllm_takes_its_share_before_the_choice():
         build_launch(settings, GRPO, "c", gpus(2), model_config=QWEN_7B)
 
 
+def test_values_after_the_double_dash_are_weighed_as_the_script_takes_them():
+    smaller_share = TrainSettings(recipe="grpo", vllm_mode="colocate", extra=["--vllm_gpu_mem", "0.1"])
+    launch = build_launch(smaller_share, GRPO, "c", gpus(2), model_config=QWEN_7B)
+    assert launch.sharding == "fsdp2"  # 72 GiB for training fits the 62.5 a shard needs
+    adapter = TrainSettings(recipe="grpo", extra=["--use-peft=true"])
+    launch = build_launch(adapter, GRPO, "c", gpus(2), model_config=QWEN_7B)
+    assert "memory estimate unknown: use_peft trains an adapter, which is not estimated" in launch.notes
+
+
 def test_a_layout_that_cannot_fit_is_refused_before_anything_starts():
     with pytest.raises(UsageError, match="train on 4 or more GPUs with --sharding fsdp2"):
         build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2, gib=40), model_config=QWEN_7B)

@@ -135,6 +135,7 @@ def build_launch(
     check_contradictions(settings, recipe)
     config = run_config(settings, user_config, recipe, source)
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
+    seen = trainconfig.with_passed(config, settings.extra, recipe)  # what memory is weighed on
 
     env, notes = rank_sharing(settings)
     if settings.cpu:
@@ -164,7 +165,7 @@ def build_launch(
         if settings.mode == "colocate":
             env.update(VLLM_ENV)  # vLLM runs inside the trainer
             kv_env, kv_notes = fixed_kv_cache(
-                settings, gpus, memory.vllm_share("colocate", config, recipe.name, None)
+                settings, gpus, memory.vllm_share("colocate", seen, recipe.name, None)
             )
             env.update(kv_env)
             notes += kv_notes
@@ -184,7 +185,7 @@ def build_launch(
     total = processes * settings.num_machines
     if settings.cpu and settings.sharding == "fsdp2":
         raise UsageError(CPU_SHARDING)
-    weighed = training_memory(settings, config, recipe, gpus, model_config, total)
+    weighed = training_memory(settings, seen, recipe, gpus, model_config, total)
     asked = settings.sharding
     if recipe.server_only:  # several ranks of TRL's AsyncGRPOTrainer only with FSDP2, and at most two
         asked, rank_notes = asynchronous.sharding_for(total, settings.sharding)

@@ -75,3 +75,15 @@ def test_the_estimate_leaves_every_colocated_engine_its_share():
     assert any("35.0 GiB per GPU for training (0.5 of 70.0 GiB left to vLLM)" in n for n in two.notes), (
         two.notes
     )
+
+
+def test_the_share_given_after_the_double_dash_is_the_one_weighed():
+    """TRL's script takes the values after `--` over the config file's: so do the refusal and the estimate."""
+    over = colocate(ranks_per_gpu=2, vllm_kv_cache_gib=1.0, extra=["--vllm_gpu_memory_utilization", "0.6"])
+    with pytest.raises(UsageError, match=r"2 x 0.6 leaves the trainers nothing"):
+        build_launch(over, GRPO, "g", H200)
+    abbreviated = colocate(ranks_per_gpu=2, vllm_kv_cache_gib=1.0, extra=["--vllm_gpu_mem=0.25"])
+    launch = build_launch(abbreviated, GRPO, "g", H200, model_config=SMALL)
+    assert any("35.0 GiB per GPU for training" in note for note in launch.notes), launch.notes
+    assert launch.command.argv[-1] == "--vllm_gpu_mem=0.25"  # passed on as given
+    assert "vllm_gpu_memory_utilization" not in launch.config  # the file keeps the config's own
