@@ -83,6 +83,16 @@ def test_async_grpo_and_vllm_wait_for_a_check_that_refuses(one_gpu):
         assert "deploy" not in check and "volumes" not in check
 
 
+def test_env_lines_for_two_colocated_ranks_on_the_gpu_reach_the_trainer(one_gpu, tmp_path):
+    # Hand-written beside the plan's lines: two ranks, each engine with a fixed KV cache (train refuses the
+    # first without the second, naming it; tests/unit/roles/train/test_main.py).
+    written = tmp_path / ".env"
+    written.write_text(one_gpu.read_text() + "TRLSTACK_RANKS_PER_GPU=2\nTRLSTACK_VLLM_KV_CACHE_GIB=1.5\n")
+    env = Compose(env_file=written, project="trlstack").config("grpo")["services"]["grpo"]["environment"]
+    assert (env["TRLSTACK_RANKS_PER_GPU"], env["TRLSTACK_VLLM_KV_CACHE_GIB"]) == ("2", "1.5")
+    assert env["TRLSTACK_VLLM_MODE"] == "colocate"
+
+
 def test_the_cpu_smoke_runs_in_the_colocate_layout_without_vllm(one_gpu):
     # --cpu replaces vLLM altogether: the smoke override clears the layout's colocate mode, which train --cpu
     # would refuse, and drops the GPU reservation.
