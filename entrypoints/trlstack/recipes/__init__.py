@@ -4,8 +4,8 @@ GRPO scripts.
 Each recipe has a bundled YAML in TRL's config format beside this file. The keys its script accepts are the
 `dest`s of its parser's options (`passthrough.accepted_keys`, from trlstack/parsers.json, without importing
 TRL, which takes seconds and pulls in torch); `python -m trlstack.passthrough` regenerates that table from
-the installed TRL. This package imports nothing of trlstack but the variables' names (defaults.py): what
-reads the recipes sits above it.
+the installed TRL. This package imports nothing of trlstack but the variables' names and how their values
+are read (defaults.py, option_types.py): what reads the recipes sits above it.
 """
 
 from __future__ import annotations

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
+from trlstack.plan.memory import GIB
 from trlstack.roles.train.settings import TrainSettings
-
-GIB = 1 << 30
 
 
 def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
@@ -74,7 +73,7 @@ def fixed_kv_cache(
             f"--ranks-per-gpu {engines} with colocate starts {engines} vLLM engines on each GPU, each "
             f"starting only where vllm_gpu_memory_utilization ({fraction:g}) of the GPU's memory is free: "
             f"{engines} x {fraction:g} leaves the trainers nothing. Set vllm_gpu_memory_utilization below "
-            f"{1 / engines:.2g} in the config (e.g. {0.5 / engines:.2g})."
+            f"{1 / engines:.2g} (e.g. {0.5 / engines:.2g}) in the config or after `--`."
         )
     sizes = [gpu.memory_bytes for gpu in gpus if gpu.memory_bytes]
     if sizes and gib * GIB > min(sizes) * fraction:
@@ -82,7 +81,8 @@ def fixed_kv_cache(
         raise UsageError(
             f"--vllm-kv-cache-gib {gib:g} ({Env.VLLM_KV_CACHE_GIB}) is more than the {share:.1f} GiB that "
             f"vllm_gpu_memory_utilization ({fraction:g}) leaves each engine on a {min(sizes) / GIB:.0f} GiB "
-            "GPU, its weights included; lower it, or raise vllm_gpu_memory_utilization in the config."
+            "GPU, its weights included; lower it, or raise vllm_gpu_memory_utilization (in the config or "
+            "after `--`)."
         )
     note = (
         f"each rank's vLLM engine holds a fixed {gib:g} GiB KV cache (--vllm-kv-cache-gib), not one sized "
