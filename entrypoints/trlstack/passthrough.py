@@ -139,9 +139,10 @@ def check_option(
 
 
 def passed_values(extra: Sequence[str], where: Receiver) -> dict[str, str]:
-    """The values `extra` gives the options `where` reads, by dest, as written (the last given wins). An
-    option given without a value is a switch: "true", or "false" for its `--no-` form; one unknown or
-    ambiguous (check_passthrough refuses those) is left out."""
+    """The values `extra` gives the options `where` reads, by dest, as written (the last given wins; of an
+    option that takes several words, such as --reward_funcs a b, the first). An option given without a value
+    is a switch: "true", or "false" for its `--no-` form; one unknown or ambiguous (check_passthrough refuses
+    those) is left out."""
     values: dict[str, str] = {}
     for at, word in option_words(extra, where.vllm):
         found = candidates(word.option, where.options)
