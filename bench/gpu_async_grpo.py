@@ -61,12 +61,15 @@ def make_dataset(work: Path, prompt_words: int) -> Path:
     return folder
 
 
-def start_server(model_dir: Path, layout: str, log: Path) -> tuple[subprocess.Popen, str, float]:
+def start_server(
+    model_dir: Path, layout: str, log: Path, kv_cache_bytes: int | None
+) -> tuple[subprocess.Popen, str, float]:
     serve_gpu, _, shared = LAYOUTS[layout]
     port = free_port()
     fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
-            str(fraction), *(["--share-gpus"] if shared else [])]  # fmt: skip
+            str(fraction), *(["--share-gpus"] if shared else []),
+            *(["--", "--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu}
     started = time.perf_counter()
     server = subprocess.Popen(
@@ -190,6 +193,18 @@ def main() -> int:
     parser.add_argument("--max-staleness", type=int, default=4, help="async-grpo's (TRL's default)")
     parser.add_argument("--case-timeout", type=int, default=900)
     parser.add_argument("--recipes", nargs="*", default=list(RECIPES), choices=RECIPES)
+    parser.add_argument(
+        "--measure-after",
+        type=Path,
+        help="start the server now, but run no trainer before this file exists (other GPU work can end while "
+        "the engine compiles; the server's start time is then not comparable)",
+    )
+    parser.add_argument(
+        "--kv-cache-bytes",
+        type=int,
+        help="the server's KV cache, fixed (vLLM's --kv-cache-memory-bytes): its start skips vLLM's memory "
+        "profiling, which aborts when other processes free GPU memory meanwhile (with --measure-after)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="async-grpo-bench-"))
@@ -221,7 +236,14 @@ def main() -> int:
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 
     model, data = make_model(work, args.shape), make_dataset(work, args.prompt_words)
-    server, url, report["server_start_s"] = start_server(model, args.layout, work / "server.log")
+    server, url, report["server_start_s"] = start_server(
+        model, args.layout, work / "server.log", args.kv_cache_bytes
+    )
+    report["server_kv_cache_bytes"] = args.kv_cache_bytes or "profiled by vLLM"
+    if args.measure_after is not None:
+        report["server_start_note"] = "started while other GPU work ran (--measure-after)"
+        while not args.measure_after.exists():
+            time.sleep(1)
     try:
         for recipe in args.recipes:
             report["recipes"][recipe] = summary(run(recipe, args, url, model, data, work), args)

@@ -39,13 +39,17 @@ LAYOUTS = {"shared-gpu": ("0", "0", True), "two-gpu": ("0", "1", False)}  # serv
 VARIANT = "trl"  # TRL's own GRPO defaults (the breakdown's variant of that name)
 
 
-def start_server(model_dir: Path, layout: str, cache: Path, log: Path, eager: bool) -> tuple:
+def start_server(
+    model_dir: Path, layout: str, cache: Path, log: Path, eager: bool, kv_cache_bytes: int | None
+) -> tuple:
     serve_gpu, _, shared = LAYOUTS[layout]
     port = free_port()
     fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
+    vllm = [*(["--enforce-eager"] if eager else []),
+            *(["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
             str(fraction), *(["--share-gpus"] if shared else []),
-            *(["--", "--enforce-eager"] if eager else [])]  # fmt: skip
+            *(["--", *vllm] if vllm else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu, "VLLM_CACHE_ROOT": str(cache)}
     started = time.perf_counter()
     server = subprocess.Popen(
@@ -107,6 +111,12 @@ def main() -> int:
         "while the engine compiles; that server's start time is then not comparable)",
     )
     parser.add_argument(
+        "--kv-cache-bytes",
+        type=int,
+        help="the server's KV cache, fixed (vLLM's --kv-cache-memory-bytes): its start skips vLLM's memory "
+        "profiling, which aborts when other processes free GPU memory meanwhile (with --measure-after)",
+    )
+    parser.add_argument(
         "--restart-shapes", nargs="*", help="shapes whose trainer also restarts against the warm server (all)"
     )
     parser.add_argument(
@@ -145,9 +155,15 @@ def main() -> int:
         # Only the first shape's server runs with CUDA graphs; the others measure the push, not generation.
         eager = shape != args.shapes[0]
         server, url, row["server_start_s"] = start_server(
-            model_dir, args.layout, work / "server-cache", work / f"server-{shape}.log", eager
+            model_dir,
+            args.layout,
+            work / "server-cache",
+            work / f"server-{shape}.log",
+            eager,
+            args.kv_cache_bytes,
         )
         row["server_enforce_eager"] = eager
+        row["server_kv_cache_bytes"] = args.kv_cache_bytes or "profiled by vLLM"
         if args.measure_after is not None and shape == args.shapes[0]:
             row["server_start_note"] = "started while other GPU work ran (--measure-after)"
             while not args.measure_after.exists():
