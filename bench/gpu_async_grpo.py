@@ -167,13 +167,15 @@ def plot(report: dict, out: Path) -> None:
 
     names = [name for name in RECIPES if "samples_per_s" in report["recipes"].get(name, {})]
     values = [report["recipes"][name]["samples_per_s"] for name in names]
-    figure, axis = plt.subplots(figsize=(5, 3.2))
+    figure, axis = plt.subplots(figsize=(5.5, 3.8))
     bars = axis.bar(names, values, color=["#888888", "#3a7dc9"][: len(names)])
     axis.bar_label(bars, fmt="%.1f")
     axis.set_ylabel("completions per second")
     speedup = report.get("async_vs_grpo")
     title = f"{report['shape']} server mode, {report['layout']}"
-    axis.set_title(title + (f": async-grpo {speedup:.2f}x" if speedup else ""), fontsize=9)
+    title += f": async-grpo {speedup:.2f}x" if speedup else ""
+    sharing = report["gpu_sharing"].replace("; ", ";\n")
+    axis.set_title(f"{title}\n{sharing}", fontsize=8)
     figure.tight_layout()
     figure.savefig(out, dpi=150)
 
@@ -212,7 +214,12 @@ def main() -> int:
     report: dict = {
         "benchmark": "samples/s of grpo and async-grpo in server mode: same model, batch and reward",
         "layout": args.layout,
-        "gpu_sharing": "the server and the trainer time-slice one GPU" if shared else "one GPU each",
+        "gpu_sharing": "one H200 time-sliced by the server and the trainer; pushes over NCCL sockets, not P2P"
+        if shared
+        else "one GPU each",
+        # each recipe's own default: grpo trains float32 weights under bf16 autocast (TRL's), async-grpo bf16
+        # weights (its recipe: the server's dtype, which its weight sync needs)
+        "weights_dtype": {"grpo": "float32 (bf16 autocast)", "async-grpo": "bfloat16"},
         "shape": args.shape,
         **{
             key: getattr(args, key)

@@ -239,6 +239,7 @@ PLOTS = {
     "gpu_grpo_memory": plot_memory,
     "gpu_grpo_startup": plot_startup,
     "gpu_server_mode": plot_server_mode,
+    "gpu_server_mode_1.5B": plot_server_mode,
 }
 
 
