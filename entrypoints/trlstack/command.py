@@ -6,6 +6,7 @@ signals and the exit code of vLLM or accelerate pass straight through to the cal
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -28,14 +29,19 @@ class Command:
         return " ".join([*assignments, *map(shlex.quote, self.argv)])
 
 
+INSTALL = "Install the GPU stack (`pip install 'trlstack[gpu]'`) or run inside the trlstack image."
+
+
 def require_program(command: Command) -> None:
-    """UsageError, before anything starts, when the command's program is not installed."""
+    """UsageError, before anything starts, when the command's program is not installed, or, for
+    `PYTHON -m MODULE`, when MODULE's package cannot be found (found, not imported: no torch here)."""
     program = command.argv[0]
     if shutil.which(program) is None:
-        raise UsageError(
-            f"`{program}` is not on PATH. Install the GPU stack (`pip install 'trlstack[gpu]'`) or run "
-            "inside the trlstack image."
-        )
+        raise UsageError(f"`{program}` is not on PATH. {INSTALL}")
+    if command.argv[1:2] == ["-m"]:
+        package = command.argv[2].partition(".")[0]
+        if importlib.util.find_spec(package) is None:
+            raise UsageError(f"`{package}` is not installed for {program}. {INSTALL}")
 
 
 def exec_command(command: Command, environ: Mapping[str, str] | None = None) -> None:

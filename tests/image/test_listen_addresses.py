@@ -45,6 +45,11 @@ def train_command(image: str, *argv: str) -> list[str]:
     return shlex.split(done.stdout.splitlines()[0])
 
 
+def launcher_at(argv: list[str]) -> int:
+    """Where `PYTHON -m accelerate.commands.launch` starts in train's command."""
+    return argv.index("accelerate.commands.launch") - 2
+
+
 # Inside one container on the host's network: train's VLLM_HOST_IP and group port, the trainer's side of the
 # rendezvous (rank 0) and a worker dialling it (rank 1), all at once.
 WEIGHT_TRANSFER = """
@@ -61,7 +66,7 @@ cat /tmp/trainer.log
 def test_the_weight_transfer_rendezvous_listens_only_on_vllm_host_ip(trlstack_image):
     port = free_port()
     argv = train_command(trlstack_image, "grpo", "--gpus", "2", "--vllm-group-port", str(port))
-    env = dict(word.split("=", 1) for word in argv[: argv.index("accelerate")])
+    env = dict(word.split("=", 1) for word in argv[: launcher_at(argv)])
     assert env["VLLM_HOST_IP"] == "127.0.0.1"  # a server on this machine, as in the shared layout
     done = subprocess.run(
         ["docker", "run", "--rm", "--network", "host", *MOUNT, "-e", f"VLLM_HOST_IP={env['VLLM_HOST_IP']}"]
@@ -82,7 +87,8 @@ def test_a_multi_process_trainer_also_listens_on_every_interface_for_its_own_ren
     # accelerate's launcher for 2+ processes (torchrun) runs torch.distributed's TCPStore, whose server takes
     # no bind address: MASTER_ADDR says where to dial, not where to listen.
     argv = train_command(trlstack_image, "grpo", "--gpus", "2")
-    launch = argv[argv.index("accelerate") : argv.index("-m")]
+    start = launcher_at(argv)
+    launch = argv[start : argv.index("-m", start + 2)]  # up to the recipe runner's -m
     assert "--multi_gpu" in launch and "--main_process_port" not in launch  # train keeps torch's default
     port = free_port()
     launch += ["--main_process_port", str(port), "/tests/image/listen/ddp.py"]
@@ -99,7 +105,7 @@ def test_a_multi_process_trainer_also_listens_on_every_interface_for_its_own_ren
     print(f"\naccelerate launch --multi_gpu listens on: {listeners}")
     store = [row for row in listeners if row["port"] == port]
     assert [row["address"] for row in store] == ["::"], listeners  # every interface, IPv4 and IPv6
-    assert "accelerate launch" in store[0]["command"]
+    assert "-m accelerate.commands.launch" in store[0]["command"]
 
 
 # Two containers on a private bridge network, as two hosts: the trainer derives its address toward the

@@ -44,6 +44,23 @@ def clean_env(monkeypatch):
 
 
 @pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """Make the given Python packages findable (empty stand-ins where they are not installed; nothing imports
+    them: exec is intercepted)."""
+    import importlib.util
+
+    def install(*names):
+        site = tmp_path / "site-packages"
+        for name in names:
+            if importlib.util.find_spec(name) is None:
+                (site / name).mkdir(parents=True, exist_ok=True)
+                (site / name / "__init__.py").write_text("")
+        monkeypatch.syspath_prepend(str(site))
+
+    return install
+
+
+@pytest.fixture
 def on_path(tmp_path, monkeypatch):
     """Put executables with the given names on PATH (nothing runs them: exec is intercepted)."""
 

@@ -5,6 +5,7 @@ under the layout a checkpoint was saved with."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from trlstack.gpus import Gpu
 from trlstack.recipes import RECIPES
 from trlstack.roles import train
 from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.launch import build_launch
+from trlstack.roles.train.launch import LAUNCHER, build_launch
 from trlstack.roles.train.preflight import previous_run_to_move
 from trlstack.roles.train.settings import ROLE, TrainSettings
 
@@ -35,7 +36,7 @@ def gpus(n, gib=80):
 def test_fsdp2_launches_with_the_accelerate_config_beside_the_merged_one():
     launch = build_launch(TrainSettings(recipe="grpo", sharding="fsdp2"), GRPO, "c", gpus(2))
     assert launch.command.argv == [
-        "accelerate", "launch", "--config_file", "outputs/grpo/trlstack-accelerate.yaml", *TAIL
+        *LAUNCHER, "--config_file", "outputs/grpo/trlstack-accelerate.yaml", *TAIL
     ]  # fmt: skip
     assert launch.accelerate_path == Path("outputs/grpo/trlstack-accelerate.yaml")
     assert launch.accelerate_config is not None
@@ -62,7 +63,7 @@ def test_fsdp2_over_several_machines_puts_the_meeting_in_the_file():
 
 def test_auto_shards_a_7b_model_on_two_80_gib_gpus_and_keeps_ddp_for_a_small_one():
     sharded = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2), model_config=QWEN_7B)
-    assert sharded.sharding == "fsdp2" and sharded.command.argv[2] == "--config_file"
+    assert sharded.sharding == "fsdp2" and sharded.command.argv[len(LAUNCHER)] == "--config_file"
     assert "sharding fsdp2 (DDP would not fit; sharded over 2 processes)" in sharded.notes
     small = {**QWEN_7B, "num_hidden_layers": 2, "vocab_size": 1000}
     whole = build_launch(TrainSettings(recipe="grpo"), GRPO, "c", gpus(2), model_config=small)
@@ -126,7 +127,7 @@ def test_print_command_shows_the_accelerate_config_too(tmp_path, clean_env, caps
     clean_env.chdir(tmp_path)
     assert train.main(["grpo", "--gpus", "2", "--sharding", "fsdp2", "--print-command"]) == 0
     out = capsys.readouterr().out
-    assert "accelerate launch --config_file outputs/grpo/trlstack-accelerate.yaml -m" in out
+    assert f"{shlex.join(LAUNCHER)} --config_file outputs/grpo/trlstack-accelerate.yaml -m" in out
     assert "# outputs/grpo/trlstack-accelerate.yaml (written when train runs):" in out
     assert "#     fsdp_state_dict_type: SHARDED_STATE_DICT" in out
     assert not (tmp_path / "outputs").exists()

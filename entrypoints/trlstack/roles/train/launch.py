@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,13 @@ def vllm_settings(settings: TrainSettings) -> dict[str, Any]:
     return keys
 
 
+# accelerate's launcher run as a module: the parser and launch of `accelerate launch`, without the
+# `accelerate` command first importing every other subcommand's module, which took 2.1 s of its 3.5 s in the
+# image on a CPU machine and 8 s of 11.7 s on an H200 host, at every (re)start (bench/README.md, "Server mode
+# on one GPU").
+LAUNCHER = (sys.executable, "-m", "accelerate.commands.launch")
+
+
 def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int = 1) -> list[str]:
     """`accelerate launch` and every option it would otherwise guess or read from its own config file;
     `processes` on each of `machines` (accelerate counts them over all machines).
@@ -52,7 +60,7 @@ def accelerate_launch(processes: int, precision: str, cpu: bool, machines: int =
     CPU.
     """
     total = processes * machines
-    argv = ["accelerate", "launch", *(["--cpu"] if cpu and total == 1 else [])]
+    argv = [*LAUNCHER, *(["--cpu"] if cpu and total == 1 else [])]
     argv += ["--num_processes", str(total)]
     if total > 1:
         argv.append("--multi_gpu")
@@ -226,7 +234,7 @@ def build_launch(
             settings.main_process_ip,
             settings.main_process_port,
         )
-        launcher = ["accelerate", "launch", "--config_file", str(path.with_name(sharding.ACCELERATE_NAME))]
+        launcher = [*LAUNCHER, "--config_file", str(path.with_name(sharding.ACCELERATE_NAME))]
     else:
         launcher = accelerate_launch(processes, precision, settings.cpu, settings.num_machines)
         launcher += machine_options(settings)

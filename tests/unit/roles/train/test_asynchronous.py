@@ -9,7 +9,7 @@ from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import parse_role
 from trlstack.roles.train.asynchronous import sharding_for
-from trlstack.roles.train.launch import build_launch
+from trlstack.roles.train.launch import LAUNCHER, build_launch
 from trlstack.roles.train.settings import ROLE, TrainSettings
 
 from .harness import gpus, launch_tail
@@ -27,7 +27,7 @@ def launch(settings=None, config=ASYNC, n=1, **kwargs):
 def test_one_gpu_runs_the_recipe_through_the_runner_without_distributed_options():
     done = launch()
     assert done.command.argv == [
-        "accelerate", "launch", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "bf16",
+        *LAUNCHER, "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "bf16",
         "--dynamo_backend", "no", *TAIL,
     ]  # fmt: skip
     assert done.command.env["TRL_EXPERIMENTAL_SILENCE"] == "1"
@@ -60,7 +60,7 @@ def test_an_attention_in_model_init_kwargs_is_refused_naming_the_kernel_setting(
 def test_two_gpus_shard_with_fsdp2_as_trl_needs_whatever_the_memory_says():
     done = launch(n=2)
     assert done.sharding == "fsdp2" and done.processes == 2
-    assert done.command.argv[:3] == ["accelerate", "launch", "--config_file"]
+    assert done.command.argv[:4] == [*LAUNCHER, "--config_file"]
     assert any("FSDP2, which TRL's AsyncGRPOTrainer needs" in note for note in done.notes)
 
 

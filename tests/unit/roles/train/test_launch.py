@@ -11,7 +11,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.recipes import RECIPES
-from trlstack.roles.train.launch import build_launch
+from trlstack.roles.train.launch import LAUNCHER, build_launch
 from trlstack.roles.train.settings import TrainSettings
 
 from .harness import GRPO, gpus, launch_tail
@@ -23,7 +23,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
     launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
     multi = ["--multi_gpu"] if train_gpus > 1 else []
     assert launch.command.argv == [
-        "accelerate", "launch", "--num_processes", str(train_gpus), *multi,
+        *LAUNCHER, "--num_processes", str(train_gpus), *multi,
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no",
         *launch_tail(),
     ]  # fmt: skip
@@ -96,14 +96,14 @@ def test_colocate_mode_needs_no_server():
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
     }
-    assert launch.command.argv[:4] == ["accelerate", "launch", "--num_processes", "1"]
+    assert launch.command.argv[:5] == [*LAUNCHER, "--num_processes", "1"]
 
 
 def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
     settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d")
     launch = build_launch(settings, GRPO, "c", [])
     assert launch.command.argv == [
-        "accelerate", "launch", "--cpu", "--num_processes", "1",
+        *LAUNCHER, "--cpu", "--num_processes", "1",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
     config = launch.config
@@ -127,7 +127,7 @@ def test_cpu_smoke_with_more_processes_runs_them_through_torch_elastic_over_gloo
     settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d", num_processes=2)
     launch = build_launch(settings, GRPO, "c", [])
     assert launch.command.argv == [
-        "accelerate", "launch", "--num_processes", "2", "--multi_gpu",
+        *LAUNCHER, "--num_processes", "2", "--multi_gpu",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
     assert launch.config["use_cpu"] is True
@@ -146,7 +146,7 @@ def test_gpu_machines_meet_at_the_rank_0_machine():
     )
     launch = build_launch(settings, GRPO, "grpo.yaml", gpus(8), route=lambda host, port: "10.0.0.4")
     assert launch.command.argv == [
-        "accelerate", "launch", "--num_processes", "24", "--multi_gpu",
+        *LAUNCHER, "--num_processes", "24", "--multi_gpu",
         "--num_machines", "3", "--mixed_precision", "bf16", "--dynamo_backend", "no",
         "--machine_rank", "2", "--main_process_ip", "10.0.0.2", "--main_process_port", "29500",
         "--rdzv_backend", "static", *launch_tail(),
@@ -172,7 +172,7 @@ def test_cpu_machines_run_one_process_each_through_torch_elastic():
     )
     launch = build_launch(settings, GRPO, "grpo.yaml", [])
     assert launch.command.argv == [
-        "accelerate", "launch", "--num_processes", "2", "--multi_gpu",
+        *LAUNCHER, "--num_processes", "2", "--multi_gpu",
         "--num_machines", "2", "--mixed_precision", "no", "--dynamo_backend", "no",
         "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700",
         "--rdzv_backend", "static", *launch_tail(),
@@ -231,7 +231,7 @@ def test_overrides_replace_model_dataset_reward_model_and_output_dir():
     assert launch.config["reward_model_name_or_path"] == "r"
     assert launch.config["output_dir"] == "/out/run1"
     assert launch.config_path == Path("/out/run1/trlstack-grpo.yaml")
-    assert launch.command.argv[2:5] == ["--num_processes", "2", "--multi_gpu"]
+    assert launch.command.argv[3:6] == ["--num_processes", "2", "--multi_gpu"]
 
 
 def test_extra_arguments_go_to_the_trl_script():
@@ -310,7 +310,7 @@ def test_a_run_without_vllm_gets_no_bound():
 def test_ranks_sharing_a_gpu_are_told_how_many_share_it():
     launch = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "c", gpus(1))
     assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"
-    assert launch.command.argv[2:5] == ["--num_processes", "2", "--multi_gpu"]
+    assert launch.command.argv[3:6] == ["--num_processes", "2", "--multi_gpu"]
     shared = "2 training ranks on each GPU: each its own NCCL host"
     assert any(note.startswith(shared) for note in launch.notes)
     # Set when 1 too: the runner reads it, so a value in the shell that a flag overrode must not reach it.

@@ -3,12 +3,16 @@ that starts nothing (no exec, no file written)."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 import yaml
 from trlstack.roles import train
+from trlstack.roles.train.launch import LAUNCHER
 
 from .harness import GRPO, gpus, launch_tail
 
@@ -19,21 +23,21 @@ def write(path: Path, config: dict) -> Path:
 
 
 def test_main_waits_checks_writes_and_execs(
-    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
+    run_dir, clean_env, machine, installed, exec_calls, vllm_server, capsys
 ):
     machine(gpus(8))
     mine = write(run_dir / "mine.yaml", {**GRPO, "learning_rate": 3e-6})
     vllm_server.health_failures = 1
-    on_path("accelerate")
+    installed("accelerate")
     clean_env.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     clean_env.setenv("VLLM_HOST_IP", "127.0.0.2")  # the user's choice of an address of this machine
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--config", str(mine), "--serve-gpus", "0-3", "--health-timeout", "30"])
     [(program, argv, child_env)] = exec_calls
-    assert program == "accelerate"
+    assert program == LAUNCHER[0]
     assert argv == [
-        "accelerate", "launch", "--num_processes", "4", "--multi_gpu",
+        *LAUNCHER, "--num_processes", "4", "--multi_gpu",
         "--num_machines", "1", "--mixed_precision", "bf16", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
     assert child_env["VLLM_HOST_IP"] == "127.0.0.2"
@@ -46,7 +50,7 @@ def test_main_waits_checks_writes_and_execs(
 
 
 def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
-    run_dir, clean_env, machine, on_path, no_exec, capsys
+    run_dir, clean_env, machine, installed, no_exec, capsys
 ):
     from trlstack import health
 
@@ -54,20 +58,20 @@ def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
         raise KeyboardInterrupt
 
     machine(gpus(2))
-    on_path("accelerate")
+    installed("accelerate")
     clean_env.setattr(health, "wait_for_health", interrupted)
     assert train.main(["grpo"]) == 130
     assert "train: interrupted" in capsys.readouterr().err
     assert not (run_dir / "outputs").exists()
 
 
-def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, on_path, exec_calls, capsys):
+def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, installed, exec_calls, capsys):
     output = run_dir / "outputs/grpo"
     for step in (2, 10):
         (output / f"checkpoint-{step}").mkdir(parents=True)
         (output / f"checkpoint-{step}" / "trainer_state.json").write_text("{}")
     (output / "checkpoint-12").mkdir()  # a crash while saving
-    on_path("accelerate")
+    installed("accelerate")
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d"])
     err = capsys.readouterr().err
@@ -84,12 +88,12 @@ def test_the_smoke_banner_counts_the_steps_the_script_will_take(run_dir, capsys,
     assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
 
 
-def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, on_path, exec_calls, closed_port):
+def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, installed, exec_calls, closed_port):
     machine(gpus(1))
-    on_path("accelerate")
+    installed("accelerate")
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--vllm-mode", "colocate", "--vllm-url", f"http://127.0.0.1:{closed_port}"])
-    assert exec_calls[0][1][:4] == ["accelerate", "launch", "--num_processes", "1"]
+    assert exec_calls[0][1][:5] == [*LAUNCHER, "--num_processes", "1"]
 
 
 def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, capsys, no_exec):
@@ -99,7 +103,7 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
         "CUDA_DEVICE_ORDER=PCI_BUS_ID TRLSTACK_RANKS_PER_GPU=1 TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
-        "VLLM_HOST_IP=127.0.0.1 accelerate launch --num_processes 4 --multi_gpu "
+        f"VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 --multi_gpu "
         "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.recipes.run "
         "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
     )
@@ -223,7 +227,6 @@ BAD_INPUT = [
     ),
     (["grpo"], {"CUDA_VISIBLE_DEVICES": "MIG-9d0b"}, "MIG-9d0b matches no GPU (no GPU here is in MIG mode)"),
     (["grpo", "--cpu", "--config", "no_model.yaml"], {}, "missing required keys"),
-    (["grpo", "--cpu"], {"PATH": ""}, "`accelerate` is not on PATH"),
     (["grpo", "--", "--output_dir", "/x"], {}, "--output_dir after `--` would override train's setting"),
     (["grpo", "--", "--vllm_server_base_url=http://x:1"], {}, "use --vllm-url"),
     (["grpo", "--", "--fp16", "true"], {}, "use bf16/fp16 in the config file"),
@@ -298,7 +301,7 @@ CONFIGS = {
 
 @pytest.mark.parametrize(("argv", "env", "message"), BAD_INPUT)
 def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
-    run_dir, clean_env, machine, on_path, capsys, no_exec, vllm_server, closed_port, argv, env, message
+    run_dir, clean_env, machine, installed, capsys, no_exec, vllm_server, closed_port, argv, env, message
 ):
     import json
 
@@ -314,7 +317,7 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     if env.get("TRLSTACK_VLLM_URL") == "no_dev_mode":
         vllm_server.server_info = (404, b'{"detail": "Not Found"}')
     clean_env.setenv("PATH", str(run_dir))
-    on_path("accelerate")  # a stand-in that never runs: exec is refused
+    installed("accelerate")  # a stand-in that never runs: exec is refused
     clean_env.setenv("TRLSTACK_HEALTH_TIMEOUT", "3")  # a check that waited for the server first would fail
     for name, value in env.items():
         clean_env.setenv(name, servers.get(value, value))
@@ -325,11 +328,19 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("accelerate") is not None, reason="accelerate is installed here")
+def test_a_python_without_accelerate_is_named_before_anything_starts(run_dir, clean_env, capsys, no_exec):
+    assert train.main(["grpo", "--cpu"]) == 1
+    err = capsys.readouterr().err
+    assert f"train: error: `accelerate` is not installed for {sys.executable}. Install the GPU stack" in err
+    assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
+
+
 def test_a_typo_after_the_double_dash_fails_before_the_server_is_asked(
-    run_dir, clean_env, machine, on_path, capsys, no_exec, vllm_server
+    run_dir, clean_env, machine, installed, capsys, no_exec, vllm_server
 ):
     machine(gpus(2))
-    on_path("accelerate")
+    installed("accelerate")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     assert train.main(["grpo", "--", "--max_step", "5", "--per_device_train_batch_sise", "8"]) == 1
     assert "has no option --per_device_train_batch_sise" in capsys.readouterr().err
@@ -337,8 +348,8 @@ def test_a_typo_after_the_double_dash_fails_before_the_server_is_asked(
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="no /proc on this system")
-def test_an_output_folder_under_proc_exits_1_before_anything_starts(run_dir, on_path, no_exec, capsys):
-    on_path("accelerate")
+def test_an_output_folder_under_proc_exits_1_before_anything_starts(run_dir, installed, no_exec, capsys):
+    installed("accelerate")
     assert train.main(["grpo", "--cpu", "--output-dir", "/proc/x"]) == 1
     err = capsys.readouterr().err
     assert "train: error: cannot make the output folder /proc/x" in err and "--output-dir" in err

@@ -18,10 +18,10 @@ def serving(vllm_server, model):
 
 
 def test_a_different_served_model_is_refused_before_training_starts(
-    run_dir, clean_env, machine, on_path, no_exec, vllm_server, capsys
+    run_dir, clean_env, machine, installed, no_exec, vllm_server, capsys
 ):
     machine(gpus(2))
-    on_path("accelerate")
+    installed("accelerate")
     serving(vllm_server, "org/other")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     assert train.main(["grpo", "--model", "org/mine"]) == 1
@@ -36,10 +36,10 @@ def test_a_different_served_model_is_refused_before_training_starts(
 
 @pytest.mark.parametrize("allow", [["--allow-other-served-model"], ["--allow-other"]])
 def test_the_flag_or_its_variable_lets_an_intended_other_name_through(
-    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys, allow
+    run_dir, clean_env, machine, installed, exec_calls, vllm_server, capsys, allow
 ):
     machine(gpus(2))
-    on_path("accelerate")
+    installed("accelerate")
     serving(vllm_server, "/models/my-copy")
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     with pytest.raises(exec_calls.Execd):
@@ -53,7 +53,7 @@ def test_the_flag_or_its_variable_lets_an_intended_other_name_through(
 
 
 def test_a_local_copy_of_the_trained_model_is_recognised(
-    run_dir, clean_env, machine, on_path, exec_calls, vllm_server, capsys
+    run_dir, clean_env, machine, installed, exec_calls, vllm_server, capsys
 ):
     import json
 
@@ -61,7 +61,7 @@ def test_a_local_copy_of_the_trained_model_is_recognised(
         (run_dir / name).mkdir()
         (run_dir / name / "config.json").write_text(json.dumps({"model_type": "qwen2", "hidden_size": 8}))
     machine(gpus(2))
-    on_path("accelerate")
+    installed("accelerate")
     serving(vllm_server, str(run_dir / "served"))
     clean_env.setenv("TRLSTACK_VLLM_URL", vllm_server.url)
     with pytest.raises(exec_calls.Execd):
@@ -69,9 +69,9 @@ def test_a_local_copy_of_the_trained_model_is_recognised(
     assert "their config.json files agree on the architecture and every size" in capsys.readouterr().err
 
 
-def previous_cpu_run(run_dir, capsys, on_path, exec_calls, *argv):
+def previous_cpu_run(run_dir, capsys, installed, exec_calls, *argv):
     """outputs/grpo as a --cpu run on model m and data d left it: its merged config and checkpoint-3."""
-    on_path("accelerate")
+    installed("accelerate")
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", *argv])
     output = run_dir / "outputs/grpo"
@@ -83,9 +83,9 @@ def previous_cpu_run(run_dir, capsys, on_path, exec_calls, *argv):
 
 
 def test_another_run_in_the_output_folder_is_refused_with_the_difference(
-    run_dir, on_path, exec_calls, capsys
+    run_dir, installed, exec_calls, capsys
 ):
-    output = previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+    output = previous_cpu_run(run_dir, capsys, installed, exec_calls)
     merged = (output / "trlstack-grpo.yaml").read_text()
     assert train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"]) == 1
     err = capsys.readouterr().err
@@ -96,15 +96,15 @@ def test_another_run_in_the_output_folder_is_refused_with_the_difference(
     assert not exec_calls and (output / "trlstack-grpo.yaml").read_text() == merged
 
 
-def test_the_same_run_with_more_steps_resumes_without_asking(run_dir, on_path, exec_calls, capsys):
-    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+def test_the_same_run_with_more_steps_resumes_without_asking(run_dir, installed, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, installed, exec_calls)
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "9"])
     assert "resuming from outputs/grpo/checkpoint-3" in capsys.readouterr().err
 
 
-def test_resume_continues_another_run_when_asked(run_dir, clean_env, on_path, exec_calls, capsys):
-    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+def test_resume_continues_another_run_when_asked(run_dir, clean_env, installed, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, installed, exec_calls)
     clean_env.setenv("TRLSTACK_RESUME", "1")  # as compose passes it from .env
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other"])
@@ -115,8 +115,8 @@ def test_resume_continues_another_run_when_asked(run_dir, clean_env, on_path, ex
     assert "resuming from outputs/grpo/checkpoint-3" in err
 
 
-def test_fresh_moves_another_run_aside_and_starts_anew(run_dir, on_path, exec_calls, capsys):
-    previous_cpu_run(run_dir, capsys, on_path, exec_calls)
+def test_fresh_moves_another_run_aside_and_starts_anew(run_dir, installed, exec_calls, capsys):
+    previous_cpu_run(run_dir, capsys, installed, exec_calls)
     with pytest.raises(exec_calls.Execd):
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "other", "--fresh"])
     err = capsys.readouterr().err
