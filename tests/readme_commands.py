@@ -260,6 +260,9 @@ EXERCISED: dict[str, Exercise] = {
     ),
     "python bench/gpu_serve.py --out bench/results/gpu_serve.json": Dry(append=HELP, cwd="repo"),
     "python bench/gpu_fsdp.py --out bench/results/gpu_fsdp.json": Dry(append=HELP, cwd="repo"),
+    "python bench/gpu_async_grpo.py --layout shared-gpu --plot --out bench/results/gpu_async_grpo.json": Dry(
+        append=HELP, cwd="repo"
+    ),
     "python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json": Dry(
         append=HELP, cwd="repo"
     ),
