@@ -20,9 +20,9 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.option_types import handed_number
+from trlstack.plan.memory import GIB
 from trlstack.recipes import RECIPES
 
-GIB = 1 << 30
 # The module whose `LLM` each recipe's script builds its engine with: Online DPO's trainer its own, every
 # other recipe through VLLMGeneration.
 BUILDERS = {RECIPES["online-dpo"].module: "trl.experimental.online_dpo.online_dpo_trainer"}
