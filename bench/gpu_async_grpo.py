@@ -35,9 +35,9 @@ sys.path.insert(0, str(HERE))
 from gpu_grpo import words  # noqa: E402
 from gpu_grpo_breakdown import versions  # noqa: E402
 from trlstack.errors import UsageError  # noqa: E402
-from trlstack.health import wait_for_health  # noqa: E402
 from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION  # noqa: E402
 from trlstack.ports import free_port  # noqa: E402
+from trlstack.roles.train.health import wait_for_health  # noqa: E402
 
 LAYOUTS = {"shared-gpu": ("0", "0", True), "two-gpu": ("0", "1", False)}  # serve GPU, train GPU, shared
 RECIPES = ("grpo", "async-grpo")

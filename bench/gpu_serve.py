@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 
 from trlstack.errors import UsageError
-from trlstack.health import wait_for_health
 from trlstack.ports import free_port
+from trlstack.roles.train.health import wait_for_health
 
 # vLLM's log lines that say where start-up time goes.
 TIMING = re.compile(

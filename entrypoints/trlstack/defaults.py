@@ -73,11 +73,11 @@ class Env(StrEnum):
     MACHINE_RANK = "TRLSTACK_MACHINE_RANK"
     MAIN_PROCESS_IP = "TRLSTACK_MAIN_PROCESS_IP"
     MAIN_PROCESS_PORT = "TRLSTACK_MAIN_PROCESS_PORT"
-    # train's bound on a weight push to vLLM, which every rank gets (recipes/push_guard.py)
+    # train's bound on a weight push to vLLM, which every rank gets (rank/push_guard.py)
     WEIGHT_PUSH_TIMEOUT = "TRLSTACK_WEIGHT_PUSH_TIMEOUT"
-    # train's fixed KV cache for each colocated vLLM engine, which every rank gets (recipes/kv_cache.py)
+    # train's fixed KV cache for each colocated vLLM engine, which every rank gets (rank/kv_cache.py)
     VLLM_KV_CACHE_GIB = "TRLSTACK_VLLM_KV_CACHE_GIB"
-    # train async-grpo's pipeline (roles/train/asynchronous.py)
+    # train async-grpo's pipeline (run/asynchronous.py)
     MAX_STALENESS = "TRLSTACK_MAX_STALENESS"
     WEIGHT_SYNC_STEPS = "TRLSTACK_WEIGHT_SYNC_STEPS"
     WEIGHT_SYNC_TIMEOUT = "TRLSTACK_WEIGHT_SYNC_TIMEOUT"

@@ -2,7 +2,7 @@
 
 Exit codes: 0 success, 1 user error (bad input or an unmet precondition; the message names the fix),
 130 interrupted (Ctrl-C). Once serve-vllm has exec'd vLLM, vLLM's exit code is the role's; train returns
-accelerate's, or 128 + the signal that stopped the run (stopping.py).
+accelerate's, or 128 + the signal that stopped the run (roles/train/stopping.py).
 """
 
 from __future__ import annotations

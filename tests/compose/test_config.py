@@ -15,7 +15,7 @@ import pytest
 from stacks import CACHES, GPU_COUNTS, METHODS, REPO, SECRET, VARIANTS, Compose, clean_environ, read_env
 from trlstack.defaults import IMAGE
 from trlstack.errors import UsageError
-from trlstack.roles.serve import check_bind
+from trlstack.roles.serve.command import check_bind
 
 pytestmark = pytest.mark.docker
 

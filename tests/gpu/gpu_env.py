@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from trlstack.errors import UsageError
 from trlstack.gpus import probe
-from trlstack.health import wait_for_health
 from trlstack.ports import free_port
+from trlstack.roles.train.health import wait_for_health
 
 __all__ = [
     "LAYOUTS",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from slurm_cluster import TINY
-from trlstack.roles.train.run_config import SMOKE, SMOKE_BY_RECIPE
+from trlstack.run.trl_config import SMOKE, SMOKE_BY_RECIPE
 
 pytestmark = [pytest.mark.docker, pytest.mark.slurm]
 

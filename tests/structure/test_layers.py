@@ -1,6 +1,9 @@
 """The package's floors, read from its imports (every import, those inside functions included): the core
-(trlstack/*.py, plan/, recipes/) imports no role or command, the roles (roles/) no command, no command
-(commands/X) another command, the cli only the commands it names; and no module reaches itself again."""
+(trlstack/*.py, plan/, recipes/) imports nothing above it; run/ (what defines a run, before launch) and rank/
+(what runs inside a training rank) stand on the core side by side, neither importing the other; the roles
+(roles/) import no command; no command (commands/X) imports another command, nor a role's internals other
+than its public settings (roles/ROLE/settings.py; train's are run/settings.py); the cli only the commands it
+names; and no module reaches itself again."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "entrypoints" / "trlstack"
-FLOORS = {"core": 0, "roles": 1, "commands": 2, "entry": 3}
+FLOORS = {"core": 0, "run": 1, "rank": 1, "roles": 2, "commands": 3, "entry": 4}
 
 
 def module_name(path: Path) -> str:
@@ -50,7 +53,7 @@ def floor(module: str) -> str:
     parts = module.split(".")
     if module in ("trlstack.cli", "trlstack.__main__"):
         return "entry"
-    if len(parts) > 1 and parts[1] in ("roles", "commands"):
+    if len(parts) > 1 and parts[1] in ("run", "rank", "roles", "commands"):
         return parts[1]
     return "core"
 
@@ -66,13 +69,34 @@ GRAPH = {module: imports(module) for module in MODULES}
 def test_every_module_is_on_a_floor_the_graph_knows():
     assert {floor(module) for module in MODULES} == set(FLOORS)
     assert "trlstack.plan" in MODULES and floor("trlstack.plan") == "core"
-    assert floor("trlstack.recipes.run") == "core" and floor("trlstack.roles.train.main") == "roles"
+    assert floor("trlstack.recipes") == "core" and floor("trlstack.roles.train.main") == "roles"
+    assert floor("trlstack.run.settings") == "run" and floor("trlstack.rank.run") == "rank"
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_no_import_points_up_a_floor(module):
     upward = sorted(target for target in GRAPH[module] if FLOORS[floor(target)] > FLOORS[floor(module)])
     assert not upward, f"{module} ({floor(module)}) imports {upward} from a higher floor"
+
+
+@pytest.mark.parametrize("module", sorted(name for name in MODULES if floor(name) in ("run", "rank")))
+def test_run_and_rank_stand_apart(module):
+    other = "rank" if floor(module) == "run" else "run"
+    crossing = sorted(target for target in GRAPH[module] if floor(target) == other)
+    assert not crossing, f"{module} imports {crossing}: what decides a run and what runs in a rank stay apart"
+
+
+def is_public_settings(module: str) -> bool:
+    parts = module.split(".")
+    return len(parts) == 4 and parts[1] == "roles" and parts[3] == "settings"
+
+
+@pytest.mark.parametrize("module", sorted(name for name in MODULES if command_of(name)))
+def test_no_command_imports_a_roles_internals(module):
+    internals = sorted(
+        target for target in GRAPH[module] if floor(target) == "roles" and not is_public_settings(target)
+    )
+    assert not internals, f"{module} imports {internals}; a command reads a role's settings module only"
 
 
 @pytest.mark.parametrize("module", sorted(name for name in MODULES if command_of(name)))

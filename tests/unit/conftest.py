@@ -79,8 +79,8 @@ def on_path(tmp_path, monkeypatch):
 @pytest.fixture
 def exec_calls(monkeypatch):
     """Record the command a role hands over to instead of running it: os.execvpe (serve-vllm) or
-    trlstack.stopping.run (train stays the parent of accelerate); the role returns as if that failed."""
-    from trlstack import stopping
+    roles/train/stopping.run (train stays the parent of accelerate); the role returns as if that failed."""
+    from trlstack.roles.train import stopping
 
     class Execd(Exception):
         pass

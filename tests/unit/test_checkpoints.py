@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trlstack.checkpoints import newest_checkpoint
+from trlstack.run.checkpoints import newest_checkpoint
 
 
 def checkpoint(root, step, complete=True):

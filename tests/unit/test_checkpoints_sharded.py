@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trlstack.checkpoints import sharded_over
+from trlstack.run.checkpoints import sharded_over
 
 
 def test_a_sharded_checkpoint_counts_its_distcp_files(tmp_path):

@@ -12,8 +12,8 @@ import yaml
 from trlstack import __version__
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, IMAGE, Env
 from trlstack.options import variables
-from trlstack.roles.serve import ServeSettings
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.roles.serve.settings import ServeSettings
+from trlstack.run.settings import TrainSettings
 from trlstack.stack import pinned_stack
 
 REPO = Path(__file__).resolve().parents[2]

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from trlstack.errors import UsageError
-from trlstack.health import check_weight_transfer, served_model, wait_for_health
+from trlstack.roles.train.health import check_weight_transfer, served_model, wait_for_health
 
 
 def test_returns_once_the_server_is_healthy(vllm_server, capsys):

@@ -19,7 +19,7 @@ from trlstack.options import (
     settings_from,
     switch,
 )
-from trlstack.roles.command_line import split_extra
+from trlstack.run.passthrough import split_extra
 
 
 @dataclass(frozen=True)

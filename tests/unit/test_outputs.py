@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 from trlstack.errors import UsageError
-from trlstack.outputs import (
+from trlstack.recipes import RECIPES
+from trlstack.run.outputs import (
     RUN_DEFINING,
     aside_name,
     check_writable,
@@ -18,8 +19,7 @@ from trlstack.outputs import (
     previous_run,
     refusal,
 )
-from trlstack.passthrough import accepted_keys
-from trlstack.recipes import RECIPES
+from trlstack.run.passthrough import accepted_keys
 
 RUN = {
     "model_name_or_path": "Qwen/Qwen2.5-0.5B-Instruct",

@@ -13,7 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from trlstack.errors import UsageError
-from trlstack.passthrough import (
+from trlstack.recipes import RECIPES
+from trlstack.roles.serve import settings as serve
+from trlstack.run import checks as train_checks
+from trlstack.run.passthrough import (
     VLLM,
     accepted_keys,
     candidates,
@@ -23,9 +26,6 @@ from trlstack.passthrough import (
     receiver,
     table_from_installed,
 )
-from trlstack.recipes import RECIPES
-from trlstack.roles import serve
-from trlstack.roles.train import checks as train_checks
 
 HAS_STACK = all(importlib.util.find_spec(name) is not None for name in ("vllm", "trl"))
 needs_stack = pytest.mark.skipif(not HAS_STACK, reason="vLLM and TRL are not installed (light install)")
@@ -183,7 +183,7 @@ VLLM_SPELLINGS = [
 @needs_stack
 @pytest.mark.parametrize("words", VLLM_SPELLINGS, ids=" ".join)
 def test_vllm_changes_exactly_the_settings_the_resolution_names(words):
-    from trlstack.passthrough import vllm_options
+    from trlstack.run.passthrough import vllm_options
     from vllm.entrypoints.cli.serve import ServeSubcommand
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
@@ -250,7 +250,7 @@ def test_accepted_keys_of_every_recipe_hold_the_trainer_basics():
     assert "reward_model_path" in accepted_keys("online-dpo")
 
 
-# The values given after `--`, by the option they set: what train weighs memory on (trainconfig.with_passed).
+# The values given after `--`, by the option they set: what train weighs memory on (trl_config.with_passed).
 PASSED = [
     (["--vllm_gpu_memory_utilization", "0.6"], {"vllm_gpu_memory_utilization": "0.6"}),
     (["--vllm-gpu-memory-utilization=0.2"], {"vllm_gpu_memory_utilization": "0.2"}),
@@ -276,7 +276,7 @@ def test_the_values_given_are_read_by_the_option_they_set(words, values):
 def test_trls_parser_takes_the_same_values(words, values):
     import importlib
 
-    from trlstack import trainconfig
+    from trlstack.run import trl_config
 
     parser = importlib.import_module(RECIPES["grpo"].module).make_parser()
     # The configs the script trains with (their __post_init__ reads a JSON mapping); on the CPU here.
@@ -285,6 +285,6 @@ def test_trls_parser_takes_the_same_values(words, values):
     )
     assert not unknown
     taken = {dest: getattr(config, dest) for config in configs for dest in values if hasattr(config, dest)}
-    seen = trainconfig.with_passed({}, words, RECIPES["grpo"])  # as train weighs memory on them
+    seen = trl_config.with_passed({}, words, RECIPES["grpo"])  # as train weighs memory on them
     assert seen.keys() == values.keys() == taken.keys()
     assert seen == taken

@@ -1,6 +1,6 @@
 """The bundled recipes: TRL-format YAML that the recipe scripts accept, with what a run needs.
 
-The light install has no TRL, so keys are checked against the parser table (parsers.json); where TRL is
+The light install has no TRL, so keys are checked against the parser table (run/parsers.json); where TRL is
 installed (the image, the GPU extra) the keys are checked against TRL's dataclasses and the configs against
 TRL's own parser.
 """
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from trlstack import trainconfig
 from trlstack.defaults import DEFAULT_MODEL
-from trlstack.passthrough import accepted_keys
 from trlstack.recipes import RECIPES, keys_from_trl
+from trlstack.run import trl_config
+from trlstack.run.passthrough import accepted_keys
 
 HAS_TRL = importlib.util.find_spec("trl") is not None
 needs_trl = pytest.mark.skipif(
@@ -38,9 +38,9 @@ def recipe(request):
 
 
 def test_bundled_config_is_a_mapping_of_accepted_keys(recipe):
-    config = trainconfig.load_config(recipe.bundled_config)
-    trainconfig.check_keys(config, recipe, recipe.yaml)
-    trainconfig.check_required(config, recipe, recipe.yaml)
+    config = trl_config.load_config(recipe.bundled_config)
+    trl_config.check_keys(config, recipe, recipe.yaml)
+    trl_config.check_required(config, recipe, recipe.yaml)
 
 
 def test_bundled_configs_are_the_main_job(recipe):
@@ -64,7 +64,7 @@ def test_group_sizes_divide_the_batch(recipe):
 
 def test_the_recipe_module_of_our_own_is_packaged():
     spec = importlib.util.find_spec(RECIPES["online-dpo"].module)
-    assert spec is not None and spec.origin.endswith("recipes/online_dpo.py")
+    assert spec is not None and spec.origin.endswith("rank/online_dpo.py")
 
 
 @needs_trl
@@ -97,12 +97,12 @@ def test_trl_parses_the_bundled_configs(recipe, tmp_path):
 
 
 def test_the_config_as_the_script_sees_it_takes_the_values_after_the_double_dash():
-    from trlstack import trainconfig
+    from trlstack.run import trl_config
 
     config = {"learning_rate": 1e-6, "use_peft": False, "model_init_kwargs": {"dtype": "float32"}}
     extra = ["--use_peft", "true", "--model_init_kwargs", '{"dtype": "bfloat16"}', "--learning_r=2e-5"]
     extra += ["--run_name", "{unclosed"]
-    seen = trainconfig.with_passed(config, extra, RECIPES["grpo"])
+    seen = trl_config.with_passed(config, extra, RECIPES["grpo"])
     assert seen == {
         "learning_rate": 2e-5,
         "use_peft": True,

@@ -1,4 +1,4 @@
-"""trlstack.recipes.async_grpo: the script's parser table entry (written from TRL 1.16's dataclasses without
+"""trlstack.rank.async_grpo: the script's parser table entry (written from TRL 1.16's dataclasses without
 importing TRL) is the installed TRL's, option for option, and the bundled config parses with it. Where TRL
 is not installed (the light install) the script's own fields are checked against the entry."""
 
@@ -9,8 +9,8 @@ import importlib.util
 from pathlib import Path
 
 import pytest
-from trlstack.passthrough import accepted_keys, receiver
 from trlstack.recipes import RECIPES
+from trlstack.run.passthrough import accepted_keys, receiver
 
 HAS_TRL = importlib.util.find_spec("trl") is not None
 needs_trl = pytest.mark.skipif(not HAS_TRL, reason="TRL is not installed (light install); the image has it")
@@ -42,7 +42,7 @@ def test_the_async_pipeline_keys_are_accepted_and_the_sync_generators_are_not():
 
 @needs_trl
 def test_the_table_entry_is_the_installed_parsers_option_for_option():
-    from trlstack.passthrough import trl_options
+    from trlstack.run.passthrough import trl_options
 
     assert trl_options("async-grpo") == dict(receiver("async-grpo").options)
 

@@ -1,4 +1,4 @@
-"""trlstack.recipes.async_guard: each of async-grpo's hangs ends within its bound, naming the cause and the
+"""trlstack.rank.async_guard: each of async-grpo's hangs ends within its bound, naming the cause and the
 setting; the watchdog, the liveness check and the rollout child's signals, without TRL."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import time
 import types
 
 import pytest
-from trlstack.recipes import async_guard
-from trlstack.recipes.async_guard import (
+from trlstack.rank import async_guard
+from trlstack.rank.async_guard import (
     SYNC_UNWIND_S,
     Watch,
     checked_alive,
@@ -145,7 +145,7 @@ def test_a_child_killed_by_sigkill_is_named_by_the_watchdog_though_the_server_an
 # half-written sample); the watchdog, a thread, still ends the process and names the child.
 HELD_TRAINER = """
     import multiprocessing, os, signal, threading, time, types
-    from trlstack.recipes import async_guard
+    from trlstack.rank import async_guard
 
     if __name__ == "__main__":
         context = multiprocessing.get_context("spawn")

@@ -1,4 +1,4 @@
-"""trlstack.recipes.kv_cache: the vLLM engine TRL starts inside each rank (colocate) gets the fixed KV cache
+"""trlstack.rank.kv_cache: the vLLM engine TRL starts inside each rank (colocate) gets the fixed KV cache
 train asks for (--vllm-kv-cache-gib), through TRL's own `LLM(...)` call; a bad value ends the rank naming the
 variable. The engine itself needs a GPU: the last tests stop vLLM where it would start it, and
 tests/gpu/test_train_fsdp.py runs it."""
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 from trlstack.defaults import Env
+from trlstack.rank.kv_cache import BUILDERS, GENERATION, GIB, fixed, install, size_from, with_size
 from trlstack.recipes import RECIPES
-from trlstack.recipes.kv_cache import BUILDERS, GENERATION, GIB, fixed, install, size_from, with_size
 
 ONLINE_DPO_MODULE = BUILDERS[RECIPES["online-dpo"].module]
 
@@ -110,7 +110,7 @@ def test_the_runner_fixes_the_cache_only_where_train_sets_the_variable(tmp_path,
     )
     env = {key: value for key, value in os.environ.items() if key not in ("RANK", "PYTHONPATH")}
     env |= {"PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), Env.VLLM_KV_CACHE_GIB: gib}
-    argv = [sys.executable, "-m", "trlstack.recipes.run", "show_llm"]
+    argv = [sys.executable, "-m", "trlstack.rank.run", "show_llm"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == ("FixedKVCacheLLM" if fixed_size else "LLM")

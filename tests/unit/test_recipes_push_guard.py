@@ -1,4 +1,4 @@
-"""trlstack.recipes.push_guard: a weight push to vLLM that runs past its bound ends the rank with one line
+"""trlstack.rank.push_guard: a weight push to vLLM that runs past its bound ends the rank with one line
 naming the rank and what it is stuck in; a push that finishes changes nothing. With stand-ins for TRL's
 classes (no torch or TRL needed), and in child processes through the recipe runner, as train starts every
 rank."""
@@ -15,8 +15,8 @@ import time
 
 import pytest
 from trlstack.defaults import Env
-from trlstack.recipes import push_guard
-from trlstack.recipes.push_guard import (
+from trlstack.rank import push_guard
+from trlstack.rank.push_guard import (
     CLIENT,
     COLOCATED,
     GATHERING,
@@ -335,7 +335,7 @@ def rank(tmp_path, clean_env):
             "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "1",
             "FAKE_STUCK": stuck,
         }
-        argv = [sys.executable, "-m", "trlstack.recipes.run", "fake_push", mode]
+        argv = [sys.executable, "-m", "trlstack.rank.run", "fake_push", mode]
         started = time.monotonic()
         done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path)
         return done, time.monotonic() - started

@@ -1,4 +1,4 @@
-"""trlstack.recipes.run in one training process, with a real transformers Trainer on a toy model: a stop
+"""trlstack.rank.run in one training process, with a real transformers Trainer on a toy model: a stop
 signal while training saves checkpoint-N at the end of the step in progress and ends the process instead of
 the script's final save; while starting it ends the process at once; after the last step it changes nothing.
 (The chain of processes is tested in tests/unit/test_stopping.py, the image and the compose smoke.)"""
@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the gpu extra (torch, transformers); runs in the image")
 transformers = pytest.importorskip("transformers", reason="needs the gpu extra; runs in the image")
 
-from trlstack.recipes import run  # noqa: E402
+from trlstack.rank import run  # noqa: E402
 
 
 class Toy(torch.nn.Module):

@@ -1,10 +1,10 @@
-"""trlstack.recipes.run.shared_gpu_rank: what a rank sharing its GPU with others (train --ranks-per-gpu K)
+"""trlstack.rank.run.shared_gpu_rank: what a rank sharing its GPU with others (train --ranks-per-gpu K)
 changes in its environment before torch starts. Pure: no torch needed."""
 
 from __future__ import annotations
 
 import pytest
-from trlstack.recipes.run import shared_gpu_rank
+from trlstack.rank.run import shared_gpu_rank
 
 
 def test_a_rank_alone_on_its_gpu_changes_nothing():

@@ -1,4 +1,4 @@
-"""trlstack.recipes.tree_kernel: which kernel serves async-grpo's tree packing, never a silent failure; the
+"""trlstack.rank.tree_kernel: which kernel serves async-grpo's tree packing, never a silent failure; the
 FA4 adapter's window, and the SDPA path's mask, pure."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-from trlstack.recipes import tree_kernel
-from trlstack.recipes.tree_kernel import SPEEDS, choose_kernel, fa4_problem, fa4_window, visible_keys
+from trlstack.rank import tree_kernel
+from trlstack.rank.tree_kernel import SPEEDS, choose_kernel, fa4_problem, fa4_window, visible_keys
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 
@@ -86,7 +86,7 @@ def test_a_left_window_bounds_what_a_query_sees():
 @pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed (light install)")
 def test_sdpa_path_equals_attention_over_each_segment_alone():
     import torch
-    from trlstack.recipes.tree_kernel import SDPA
+    from trlstack.rank.tree_kernel import SDPA
 
     torch.manual_seed(0)
     q, k, v = torch.randn(5, 4, 8), torch.randn(9, 2, 8), torch.randn(9, 2, 8)

@@ -1,5 +1,5 @@
-"""sharding.py: the choice from the estimate, the accelerate config file as data and as YAML, which checkpoint
-a run may resume, and the refusals (zero3, layouts that cannot fit) by every spelling."""
+"""run/sharding.py: the choice from the estimate, the accelerate config file as data and as YAML, which
+checkpoint a run may resume, and the refusals (zero3, layouts that cannot fit) by every spelling."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import json
 
 import pytest
 import yaml
-from trlstack import sharding
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import memory
+from trlstack.run import sharding
 
 GIB = 1 << 30
 QWEN = {"model_type": "qwen2", "num_key_value_heads": 2, "tie_word_embeddings": True}

@@ -1,7 +1,7 @@
 """train's stop handling with real processes: a launcher (as accelerate's, it inherits the ignored signals)
-starting training processes (as recipes/run.py does, they handle the stop signal once started), under the
-supervisor train runs (trlstack.stopping.run). torch and accelerate are not needed: the processes are small
-Python scripts; the image smoke and the compose tests run the real chain."""
+starting training processes (as rank/run.py does, they handle the stop signal once started), under the
+supervisor train runs (roles/train/stopping.py). torch and accelerate are not needed: the processes are
+small Python scripts; the image smoke and the compose tests run the real chain."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from trlstack.command import Command
-from trlstack.stopping import Run, run
+from trlstack.roles.train.stopping import Run, run
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
 
@@ -47,7 +47,7 @@ sys.exit(max(child.wait() for child in children))
 SUPERVISOR = """
 import os, sys
 from trlstack.command import Command
-from trlstack.stopping import run
+from trlstack.roles.train.stopping import run
 sys.exit(run(Command(sys.argv[1:]), os.environ))
 """
 
@@ -195,7 +195,7 @@ def test_exit_codes(signum, returncode, killed, code):
 # train's supervisor, signalled the moment it spawns the launcher: SIGTERM lands before the launcher exists.
 SIGNALLED_AT_SPAWN = """
 import os, signal, subprocess, sys
-import trlstack.stopping as stopping
+import trlstack.roles.train.stopping as stopping
 from trlstack.command import Command
 spawn = subprocess.Popen
 def signalled_spawn(*args, **kwargs):

@@ -125,7 +125,7 @@ def memory_lines(plan: Plan, model: str, gpu_memory: float | None) -> list[str]:
     """The trainer's memory estimate for `model` on the plan's training GPUs (GRPO's defaults)."""
     import dataclasses
 
-    from trlstack.sharding import read_model_config, summary
+    from trlstack.run.sharding import read_model_config, summary
 
     train = list(plan.train)
     if gpu_memory is not None:

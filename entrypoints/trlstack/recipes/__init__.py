@@ -1,11 +1,12 @@
-"""The training recipes `train` runs: TRL's own GRPO and RLOO scripts, and our Online DPO and asynchronous
-GRPO scripts.
+"""The training recipes `train` runs, declared: TRL's own GRPO and RLOO scripts, and our Online DPO and
+asynchronous GRPO scripts.
 
 Each recipe has a bundled YAML in TRL's config format beside this file. The keys its script accepts are the
-`dest`s of its parser's options (`passthrough.accepted_keys`, from trlstack/parsers.json, without importing
-TRL, which takes seconds and pulls in torch); `python -m trlstack.passthrough` regenerates that table from
-the installed TRL. This package imports nothing of trlstack but the variables' names and how their values
-are read (defaults.py, option_types.py): what reads the recipes sits above it.
+`dest`s of its parser's options (`run.passthrough.accepted_keys`, from run/parsers.json, without importing
+TRL, which takes seconds and pulls in torch); `python -m trlstack.run.passthrough` regenerates that table from
+the installed TRL. The scripts themselves, and what runs beside them in each rank, are in rank/. This package
+imports nothing of trlstack but the variables' names and how their values are read (defaults.py,
+option_types.py): what reads the recipes sits above it.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 # Every recipe's script runs through this module: a stop signal then ends it with a checkpoint (run.py).
-RUNNER = "trlstack.recipes.run"
+RUNNER = "trlstack.rank.run"
 
 # TrlParser reads this key itself: environment variables to set before training.
 PARSER_KEYS = frozenset({"env"})
@@ -63,9 +64,9 @@ RECIPES: dict[str, Recipe] = {
     "online-dpo": Recipe(
         name="online-dpo",
         yaml="online_dpo.yaml",
-        module="trlstack.recipes.online_dpo",
+        module="trlstack.rank.online_dpo",
         dataclasses=(
-            "trlstack.recipes.online_dpo:OnlineDPOScriptArguments",
+            "trlstack.rank.online_dpo:OnlineDPOScriptArguments",
             "trl.experimental.online_dpo:OnlineDPOConfig",
             *_COMMON,
         ),
@@ -77,9 +78,9 @@ RECIPES: dict[str, Recipe] = {
     "async-grpo": Recipe(
         name="async-grpo",
         yaml="async_grpo.yaml",
-        module="trlstack.recipes.async_grpo",
+        module="trlstack.rank.async_grpo",
         dataclasses=(
-            "trlstack.recipes.async_grpo:AsyncGRPOScriptArguments",
+            "trlstack.rank.async_grpo:AsyncGRPOScriptArguments",
             "trl.experimental.async_grpo:AsyncGRPOConfig",
             "trl:DatasetMixtureConfig",
         ),

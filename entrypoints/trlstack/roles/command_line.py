@@ -12,6 +12,7 @@ from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.gpus import gpu_count
 from trlstack.options import Setting, add_setting, add_settings, settings_from
+from trlstack.run.passthrough import split_extra
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -44,15 +45,6 @@ def parse_role(
     args = parser.parse_args(own)
     check_preview(args, role.chooses)
     return settings_from(settings, args, extra=extra), args
-
-
-def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
-    argv = list(argv)
-    if "--" in argv:
-        at = argv.index("--")
-        return argv[:at], argv[at + 1 :]
-    return argv, []
 
 
 PREVIEW_GPUS = Setting(

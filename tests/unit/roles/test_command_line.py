@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trlstack.roles.command_line import split_extra
+from trlstack.run.passthrough import split_extra
 
 
 def test_split_extra_keeps_everything_after_the_first_double_dash():

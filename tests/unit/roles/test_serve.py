@@ -8,8 +8,9 @@ import pytest
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
-from trlstack.roles import serve
-from trlstack.roles.serve import ServeSettings, build_command, check_bind
+from trlstack.roles.serve import command as serve
+from trlstack.roles.serve.command import build_command, check_bind
+from trlstack.roles.serve.settings import ServeSettings
 
 SEED_COMMAND = [
     "vllm",

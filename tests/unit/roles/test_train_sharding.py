@@ -16,8 +16,9 @@ from trlstack.recipes import RECIPES
 from trlstack.roles import train
 from trlstack.roles.command_line import parse_role
 from trlstack.roles.train.launch import LAUNCHER, build_launch
-from trlstack.roles.train.preflight import previous_run_to_move
-from trlstack.roles.train.settings import ROLE, TrainSettings
+from trlstack.roles.train.main import ROLE
+from trlstack.run.resume import previous_run_to_move
+from trlstack.run.settings import TrainSettings
 
 GRPO = yaml.safe_load(RECIPES["grpo"].bundled_config.read_text())
 GIB = 1 << 30
@@ -26,7 +27,7 @@ QWEN_7B = {
     "num_hidden_layers": 28, "num_attention_heads": 28, "num_key_value_heads": 4,
     "tie_word_embeddings": False,
 }  # fmt: skip
-TAIL = ["-m", "trlstack.recipes.run", "trl.scripts.grpo", "--config", "outputs/grpo/trlstack-grpo.yaml"]
+TAIL = ["-m", "trlstack.rank.run", "trl.scripts.grpo", "--config", "outputs/grpo/trlstack-grpo.yaml"]
 
 
 def gpus(n, gib=80):
@@ -149,20 +150,20 @@ def test_a_sharded_checkpoint_is_not_resumed_by_another_process_count_even_with_
     checkpoint(tmp_path, 3, shards=2)
     settings = TrainSettings(recipe="grpo", resume=resume)
     with pytest.raises(UsageError, match="holds FSDP2 shards of 2 processes and this run has 4"):
-        previous_run_to_move(settings, tmp_path, RECIPES["grpo"], {}, layout=("fsdp2", 4))
+        previous_run_to_move(settings, tmp_path, RECIPES["grpo"], {}, print, ("fsdp2", 4))
 
 
 def test_a_whole_checkpoint_is_not_resumed_sharded(tmp_path):
     checkpoint(tmp_path, 3, shards=None)
     with pytest.raises(UsageError, match="was saved whole, by a run without sharding"):
-        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path, RECIPES["grpo"], {}, layout=("fsdp2", 2))
+        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path, RECIPES["grpo"], {}, print, ("fsdp2", 2))
 
 
 def test_the_same_layout_resumes_and_fresh_moves_another_aside(tmp_path):
     checkpoint(tmp_path / "out", 3, shards=2)
     recipe = RECIPES["grpo"]
     assert (
-        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path / "out", recipe, {}, layout=("fsdp2", 2))
+        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path / "out", recipe, {}, print, ("fsdp2", 2))
         is None
     )
     told = []

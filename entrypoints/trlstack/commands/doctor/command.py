@@ -14,7 +14,7 @@ from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.options import Setting, add_setting, add_settings, settings_from
 from trlstack.ports import Ports, port_problem
-from trlstack.sharding import read_model_config
+from trlstack.run.sharding import read_model_config
 
 
 def render(findings: list[Finding]) -> str:
@@ -93,7 +93,7 @@ def memory_finding(facts: Facts, environ: Mapping[str, str]) -> list[Finding]:
     config.json, on the default plan for this machine's visible GPUs."""
     from trlstack.gpus import select_visible
     from trlstack.plan import make_plan
-    from trlstack.sharding import summary
+    from trlstack.run.sharding import summary
 
     model = environ.get(Env.MODEL, "")
     if not model or not os.path.isfile(os.path.join(model, "config.json")):

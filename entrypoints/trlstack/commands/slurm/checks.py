@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from trlstack.commands.slurm.layout import Layout, make_layout
 from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings
 from trlstack.errors import UsageError
-from trlstack.passthrough import VLLM, check_passthrough, receiver
-from trlstack.roles import serve
-from trlstack.roles.train import asynchronous
-from trlstack.roles.train import checks as train_checks
-from trlstack.roles.train.checks import resolve_recipe
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.roles.serve import settings as serve
+from trlstack.run import asynchronous
+from trlstack.run import checks as train_checks
+from trlstack.run.checks import resolve_recipe
+from trlstack.run.passthrough import VLLM, check_passthrough, receiver
+from trlstack.run.settings import TrainSettings
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 

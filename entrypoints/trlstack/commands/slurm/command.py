@@ -29,12 +29,12 @@ from trlstack.commands.slurm.settings import (
 from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.options import add_settings, flag, settings_from, switch
-from trlstack.roles.command_line import split_extra
-from trlstack.roles.serve import ServeSettings
-from trlstack.roles.train.checks import check_resume_choice, resolve_recipe
-from trlstack.roles.train.preflight import previous_run_to_move
-from trlstack.roles.train.run_config import run_config
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.roles.serve.settings import ServeSettings
+from trlstack.run.checks import check_resume_choice, resolve_recipe
+from trlstack.run.passthrough import split_extra
+from trlstack.run.resume import previous_run_to_move
+from trlstack.run.settings import TrainSettings
+from trlstack.run.trl_config import run_config
 
 
 @dataclass(frozen=True)
@@ -93,13 +93,13 @@ def _absolute(path: str | None) -> str | None:
 def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, dict[str, Any]]:
     """Settings with paths made absolute, and the config that says what the run is, checked as train will
     check it; the model both roles get is the config's when not given."""
-    from trlstack import trainconfig
+    from trlstack.run import trl_config
 
     recipe = resolve_recipe(args.recipe)
     wanted = settings_from(TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
     check_resume_choice(wanted)
     source = Path(wanted.config) if wanted.config else recipe.bundled_config
-    config = run_config(wanted, trainconfig.load_config(source), recipe, str(source))
+    config = run_config(wanted, trl_config.load_config(source), recipe, str(source))
     given = settings_from(
         SlurmSettings,
         args,
@@ -122,7 +122,7 @@ def say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trlstack import outputs
+    from trlstack.run import outputs
 
     settings, config = read_settings(args)
     delivery = settings_from(Delivery, args)

@@ -12,8 +12,8 @@ from trlstack.options import declared, flag
 from trlstack.plan import TENSOR_PARALLEL
 from trlstack.ports import Ports, main_process_port_setting
 from trlstack.recipes import RECIPES
-from trlstack.roles.serve import ServeSettings
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.roles.serve.settings import ServeSettings
+from trlstack.run.settings import TrainSettings
 
 RUNTIMES = ("apptainer", "pyxis", "none")
 DEFAULT_STOP_GRACE = 300

@@ -3,7 +3,7 @@
 Decisions are pure (`launch.build_launch`: settings + config + GPUs -> command and merged config); main() does
 the side effects in order, so bad input stops before anything starts: read the config, probe the GPUs, wait
 for the server and check its weight-transfer engine, write the merged config, then run accelerate as a child
-that a stop signal ends with a checkpoint (stopping.py). The modules:
+that a stop signal ends with a checkpoint (roles/train/stopping.py). The modules:
 
 - `settings`: what train is asked for, each setting a flag and a variable;
 - `checks`: the settings' contradictions, several machines, the server's GPUs against the trainer's;

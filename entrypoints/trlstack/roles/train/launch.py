@@ -8,18 +8,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trlstack import addresses, policy, sharding
+from trlstack import addresses, policy
 from trlstack.command import Command
 from trlstack.defaults import VLLM_ENV, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
 from trlstack.plan import memory
 from trlstack.recipes import RUNNER, Recipe
-from trlstack.roles.train import asynchronous
-from trlstack.roles.train.checks import check_contradictions, resolve_recipe
-from trlstack.roles.train.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
-from trlstack.roles.train.run_config import model_init_kwargs, run_config
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run import asynchronous, sharding
+from trlstack.run.checks import check_contradictions, resolve_recipe
+from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
+from trlstack.run.settings import TrainSettings
+from trlstack.run.trl_config import model_init_kwargs, run_config
 
 
 @dataclass(frozen=True)
@@ -137,13 +137,13 @@ def build_launch(
     `model_config` is the model's config.json (None: not readable), for the memory estimate that decides
     --sharding auto; `unavailable` says why a Hub kernel cannot be used; `route` and `is_local` find and
     check the trainer's address for a server on another host (addresses.trainer_host_ip)."""
-    from trlstack import trainconfig  # YAML: not imported for --help
+    from trlstack.run import trl_config  # YAML: not imported for --help
 
     recipe = resolve_recipe(settings.recipe)
     check_contradictions(settings, recipe)
     config = run_config(settings, user_config, recipe, source)
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
-    seen = trainconfig.with_passed(config, settings.extra, recipe)  # what memory is weighed on
+    seen = trl_config.with_passed(config, settings.extra, recipe)  # what memory is weighed on
 
     env, notes = rank_sharing(settings)
     if settings.cpu:
@@ -223,7 +223,7 @@ def build_launch(
         env[Env.TRL_EXPERIMENTAL_SILENCE] = (
             "1"  # its trainer lives in trl.experimental; we chose it knowingly
         )
-    path = trainconfig.merged_path(config["output_dir"], recipe)
+    path = trl_config.merged_path(config["output_dir"], recipe)
     layout: dict[str, Any] | None = None
     if chosen.sharding == "fsdp2":
         layout = sharding.accelerate_config(

@@ -7,17 +7,28 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trlstack import models, outputs, policy, sharding, stopping
-from trlstack.checkpoints import newest_checkpoint
+from trlstack import models, policy
 from trlstack.command import require_program
 from trlstack.errors import run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
-from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.checks import check_overlap, resolve_recipe
+from trlstack.roles.command_line import Role, parse_role
+from trlstack.roles.train import stopping
 from trlstack.roles.train.launch import Launch, build_launch
-from trlstack.roles.train.preflight import check_served_model, previous_run_to_move, say
-from trlstack.roles.train.settings import ROLE, TrainSettings
+from trlstack.roles.train.preflight import check_served_model, say
+from trlstack.run import outputs, sharding
+from trlstack.run.checkpoints import newest_checkpoint
+from trlstack.run.checks import check_overlap, resolve_recipe
+from trlstack.run.resume import previous_run_to_move
+from trlstack.run.settings import TrainSettings
+
+ROLE = Role(
+    "train",
+    "Train with a TRL recipe through `accelerate launch`, generating with the vLLM server. Arguments after "
+    "`--` go to the TRL script (they override the config).",
+    prints="the command and merged config",
+    chooses="the training GPUs",
+)
 
 BANNER = """\
 =====================================================================================
@@ -41,13 +52,14 @@ def smoke_steps(launch: Launch) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from trlstack import gpus as gpu_probe
-        from trlstack import health, trainconfig
+        from trlstack.roles.train import health
+        from trlstack.run import trl_config
 
         environ = os.environ
         settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
         recipe = resolve_recipe(settings.recipe)
         config_path = Path(settings.config) if settings.config else recipe.bundled_config
-        user_config = trainconfig.load_config(config_path)
+        user_config = trl_config.load_config(config_path)
 
         if settings.cpu:
             visible: list[Gpu] = []
@@ -73,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         launch = decide(checkpoint)
         layout = (launch.sharding, launch.processes)
-        aside = previous_run_to_move(settings, output_dir, recipe, launch.config, layout=layout)
+        aside = previous_run_to_move(settings, output_dir, recipe, launch.config, say, layout)
         if aside is not None:  # this run starts anew
             incomplete = []
             launch = decide(None)
@@ -84,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for note in launch.notes:
             say(note)
 
-        files = [(launch.config_path, trainconfig.render(launch.config, str(config_path)))]
+        files = [(launch.config_path, trl_config.render(launch.config, str(config_path)))]
         if launch.accelerate_path is not None and launch.accelerate_config is not None:
             files.append((launch.accelerate_path, sharding.render(launch.accelerate_config)))
         if args.print_command:

@@ -13,7 +13,7 @@ from pathlib import Path
 from trlstack.commands.slurm.checks import check
 from trlstack.commands.slurm.render import render
 from trlstack.commands.slurm.settings import SlurmSettings
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.settings import TrainSettings
 
 MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 SIF = "/shared/images/trlstack.sif"

@@ -15,4 +15,4 @@ def gpus(n, capability=(9, 0)):
 
 
 def launch_tail(module="trl.scripts.grpo", config="outputs/grpo/trlstack-grpo.yaml"):
-    return ["-m", "trlstack.recipes.run", module, "--config", config]
+    return ["-m", "trlstack.rank.run", module, "--config", config]

@@ -1,4 +1,4 @@
-"""trlstack.roles.train.asynchronous and pipeline: `train async-grpo`'s command and config, what it refuses
+"""trlstack.run.asynchronous and pipeline: `train async-grpo`'s command and config, what it refuses
 and why, and its pipeline settings (flag, variable, the config's value kept when neither is given)."""
 
 from __future__ import annotations
@@ -8,14 +8,15 @@ import yaml
 from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.asynchronous import sharding_for
 from trlstack.roles.train.launch import LAUNCHER, build_launch
-from trlstack.roles.train.settings import ROLE, TrainSettings
+from trlstack.roles.train.main import ROLE
+from trlstack.run.asynchronous import sharding_for
+from trlstack.run.settings import TrainSettings
 
 from .harness import gpus, launch_tail
 
 ASYNC = yaml.safe_load(RECIPES["async-grpo"].bundled_config.read_text())
-TAIL = launch_tail("trlstack.recipes.async_grpo", "outputs/async-grpo/trlstack-async-grpo.yaml")
+TAIL = launch_tail("trlstack.rank.async_grpo", "outputs/async-grpo/trlstack-async-grpo.yaml")
 
 
 def launch(settings=None, config=ASYNC, n=1, **kwargs):

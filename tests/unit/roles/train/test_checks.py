@@ -1,11 +1,11 @@
-"""trlstack.roles.train.checks: the training GPUs never overlap the server's, whatever names them."""
+"""trlstack.run.checks: the training GPUs never overlap the server's, whatever names them."""
 
 from __future__ import annotations
 
 import pytest
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
-from trlstack.roles.train.checks import check_overlap
+from trlstack.run.checks import check_overlap
 
 from .harness import gpus
 

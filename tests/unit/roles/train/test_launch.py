@@ -12,7 +12,7 @@ from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.recipes import RECIPES
 from trlstack.roles.train.launch import LAUNCHER, build_launch
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.settings import TrainSettings
 
 from .harness import GRPO, gpus, launch_tail
 
@@ -81,7 +81,7 @@ def test_rloo_and_online_dpo_run_their_scripts():
     config = {"model_name_or_path": "m", "dataset_name": "d", "reward_model_path": "r"}
     dpo = build_launch(TrainSettings(recipe="online-dpo"), config, "c", gpus(2))
     assert dpo.command.argv[-5:] == launch_tail(
-        "trlstack.recipes.online_dpo", "outputs/online-dpo/trlstack-online-dpo.yaml"
+        "trlstack.rank.online_dpo", "outputs/online-dpo/trlstack-online-dpo.yaml"
     )
     assert dpo.command.env["TRL_EXPERIMENTAL_SILENCE"] == "1"
 
@@ -262,7 +262,7 @@ def test_ranks_per_gpu_runs_that_many_ranks_on_each_gpu_and_tells_the_runner():
     launch = build_launch(settings, GRPO, "grpo.yaml", gpus(1))
     assert launch.processes == 2
     assert launch.accelerate_config is not None and launch.accelerate_config["num_processes"] == 2
-    assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"  # recipes/run.py: a host id per rank
+    assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"  # rank/run.py: a host id per rank
     assert launch.command.env["NCCL_HOSTID"].endswith("-trlstack-train")  # the base each rank extends
     assert any(note.startswith("2 training ranks on each GPU") for note in launch.notes)
 
@@ -279,8 +279,8 @@ def test_ranks_sharing_a_gpu_share_its_memory_in_the_estimate():
     assert any("40.0 GiB per GPU for training" in note for note in shared.notes), shared.notes
 
 
-# What every rank gets in its environment: the bound on each weight push to vLLM (recipes/push_guard.py),
-# and with --ranks-per-gpu above 1, how many ranks share a GPU (recipes/run.py makes each an NCCL host of
+# What every rank gets in its environment: the bound on each weight push to vLLM (rank/push_guard.py),
+# and with --ranks-per-gpu above 1, how many ranks share a GPU (rank/run.py makes each an NCCL host of
 # its own).
 
 

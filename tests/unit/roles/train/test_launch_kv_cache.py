@@ -1,4 +1,4 @@
-"""train --vllm-kv-cache-gib: each rank's colocated vLLM engine gets a fixed KV cache (recipes/kv_cache.py),
+"""train --vllm-kv-cache-gib: each rank's colocated vLLM engine gets a fixed KV cache (rank/kv_cache.py),
 which lets several colocated ranks share a GPU (--ranks-per-gpu); engines that cannot all start on one GPU
 are refused before anything starts, with the numbers; the memory estimate leaves each engine its share."""
 
@@ -10,7 +10,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.recipes import RECIPES
 from trlstack.roles.train.launch import build_launch
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.settings import TrainSettings
 
 from .harness import GRPO, gpus
 

@@ -52,7 +52,7 @@ def test_main_waits_checks_writes_and_execs(
 def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
     run_dir, clean_env, machine, installed, no_exec, capsys
 ):
-    from trlstack import health
+    from trlstack.roles.train import health
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -104,7 +104,7 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     assert out[0] == (
         "CUDA_DEVICE_ORDER=PCI_BUS_ID TRLSTACK_RANKS_PER_GPU=1 TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
         f"VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 --multi_gpu "
-        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.recipes.run "
+        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
         "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
     )
     assert "train: precision fp16 (compute capability unknown: fp16, which every GPU" in captured.err

@@ -1,11 +1,12 @@
-"""trlstack.roles.train.settings: train's settings from its flags or the environment."""
+"""trlstack.run.settings: train's settings from its flags or the environment."""
 
 from __future__ import annotations
 
 import pytest
 from trlstack.errors import UsageError
 from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.settings import ROLE, TrainSettings
+from trlstack.roles.train.main import ROLE
+from trlstack.run.settings import TrainSettings
 
 
 def test_machine_settings_come_from_flags_or_the_environment():

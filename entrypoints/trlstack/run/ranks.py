@@ -9,7 +9,7 @@ from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan.memory import GIB
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.settings import TrainSettings
 
 
 def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
@@ -34,7 +34,7 @@ def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
 def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
     """The environment and the note for ranks that share a GPU (--ranks-per-gpu above 1): NCCL refuses two
     ranks of one communicator on one GPU of one host, so each rank names itself a host of its own, which the
-    recipe runner does from its rank before torch starts (recipes/run.py). The count is set even when 1, as
+    recipe runner does from its rank before torch starts (rank/run.py). The count is set even when 1, as
     the runner reads the variable: one inherited from the shell must not outlive a flag that overrode it."""
     count: dict[str, str] = {Env.RANKS_PER_GPU: str(settings.ranks_per_gpu)}
     if settings.ranks_per_gpu == 1:
@@ -47,8 +47,8 @@ def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
 
 
 def push_bound(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:
-    """The environment and the note that bound each weight push to vLLM in every rank (recipes/run.py
-    installs recipes/push_guard.py where the variable is set)."""
+    """The environment and the note that bound each weight push to vLLM in every rank (rank/run.py
+    installs rank/push_guard.py where the variable is set)."""
     seconds = f"{settings.push_timeout:g}"
     note = (
         f"each weight push to vLLM ends the run past {seconds} s (--weight-push-timeout), every rank naming "
@@ -61,7 +61,7 @@ def fixed_kv_cache(
     settings: TrainSettings, gpus: Sequence[Gpu], fraction: float
 ) -> tuple[dict[str, str], list[str]]:
     """The environment and the note that give each rank's colocated vLLM engine a fixed KV cache
-    (--vllm-kv-cache-gib; recipes/kv_cache.py hands it to vLLM); UsageError where the engines of one GPU
+    (--vllm-kv-cache-gib; rank/kv_cache.py hands it to vLLM); UsageError where the engines of one GPU
     cannot all start. `fraction` is vllm_gpu_memory_utilization: vLLM starts an engine only where that share
     of the GPU's memory is free, and the memory plan leaves each engine that share, its KV cache within it."""
     gib = settings.vllm_kv_cache_gib

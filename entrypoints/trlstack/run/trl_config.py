@@ -1,7 +1,10 @@
-"""The training config: the user's YAML in TRL's format, checked against the recipe's keys, merged with
-what `train` decides (vLLM mode, precision, attention, resume), and written where the run writes.
+"""The run's TRL config: the user's YAML in TRL's format, checked against the recipe's keys, with train's
+overrides (--model, --dataset, --reward-model) and the smoke run's keys (`run_config`), later merged with what
+the launch stages decide for the machine (vLLM mode, precision, attention, resume), and written where the run
+writes.
 
-The user's file is never modified; train writes the merged copy into output_dir, atomically.
+The user's file is never modified; train writes the merged copy into output_dir, atomically. YAML is imported
+only where a file is read or written, so that `--help` does not pay for it.
 """
 
 from __future__ import annotations
@@ -12,13 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from trlstack import passthrough
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
-from trlstack.outputs import MERGED_PREFIX, MERGED_SUFFIX
 from trlstack.recipes import Recipe
+from trlstack.run import asynchronous, passthrough
+from trlstack.run.outputs import MERGED_PREFIX, MERGED_SUFFIX
+from trlstack.run.settings import TrainSettings
 
 MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
 
@@ -32,6 +34,8 @@ def load_config(path: Path) -> dict[str, Any]:
         )
     if not path.is_file():
         raise UsageError(f"config {path} is not a file; pass --config the path of a YAML file.")
+    import yaml
+
     try:
         config = yaml.safe_load(path.read_text())
     except yaml.YAMLError as error:
@@ -92,6 +96,8 @@ def with_passed(config: Mapping[str, Any], extra: Sequence[str], recipe: Recipe)
 
 
 def _value(raw: str) -> Any:
+    import yaml
+
     try:
         return json.loads(raw)
     except ValueError:
@@ -107,5 +113,72 @@ def merged_path(output_dir: str, recipe: Recipe) -> Path:
 
 
 def render(config: Mapping[str, Any], source: str) -> str:
+    import yaml
+
     header = f"# Written by `train` from {source}; edit that file (or pass flags), not this copy.\n"
     return header + yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False)
+
+
+# --cpu: a few tiny steps that show the whole pipeline works on any machine; not a useful training run.
+SMOKE: dict[str, Any] = {
+    "use_vllm": False,
+    "use_cpu": True,
+    "bf16": False,
+    "fp16": False,
+    "max_steps": 2,
+    "per_device_train_batch_size": 2,
+    "gradient_accumulation_steps": 1,
+    "gradient_checkpointing": False,
+    "warmup_steps": 0,
+    "logging_steps": 1,
+    "save_strategy": "steps",
+    "save_steps": 1,
+    "report_to": "none",
+    "dataloader_num_workers": 0,
+}
+SMOKE_BY_RECIPE: dict[str, dict[str, Any]] = {
+    "grpo": {"num_generations": 2, "max_completion_length": 16, "log_completions": False},
+    "rloo": {"num_generations": 2, "max_completion_length": 16, "log_completions": False},
+    "online-dpo": {"max_new_tokens": 16, "max_length": 128},
+}
+
+
+def model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The config's model_init_kwargs, a mapping (given after `--`, a JSON string); UsageError otherwise."""
+    value = config.get("model_init_kwargs")
+    if value is None:
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            value = None
+    if not isinstance(value, dict):
+        raise UsageError(f"{source}: model_init_kwargs must be a mapping, e.g. {{dtype: bfloat16}}.")
+    return dict(value)
+
+
+def run_config(
+    settings: TrainSettings, user_config: Mapping[str, Any], recipe: Recipe, source: str
+) -> dict[str, Any]:
+    """The config that says what the run is: the user's, checked against the recipe, with --model, --dataset
+    and --reward-model applied, and the smoke run's keys with --cpu (not yet train's choices for the machine);
+    UsageError naming unknown keys and what is missing."""
+    asynchronous.check(settings, recipe)  # what a server-only recipe cannot do, before the config
+    check_keys(user_config, recipe, source)
+    config = dict(user_config)
+    overrides = {
+        "model_name_or_path": settings.model,
+        "dataset_name": settings.dataset,
+    }
+    if recipe.reward_model_key:
+        overrides[recipe.reward_model_key] = settings.reward_model
+    config.update({key: value for key, value in overrides.items() if value})
+    if settings.dataset:
+        config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
+    check_required(config, recipe, source)
+    if recipe.server_only:
+        asynchronous.check_config(config, source)
+    if settings.cpu:
+        config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
+    return config

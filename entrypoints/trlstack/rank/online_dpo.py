@@ -1,6 +1,6 @@
 """Online DPO training script, in the style of TRL's own `trl/scripts/grpo.py` (TRL ships no script for it).
 
-    accelerate launch -m trlstack.recipes.online_dpo --config online_dpo.yaml
+    accelerate launch -m trlstack.rank.online_dpo --config online_dpo.yaml
 
 The YAML takes the fields of OnlineDPOScriptArguments, trl.experimental.online_dpo.OnlineDPOConfig,
 trl.ModelConfig and trl.DatasetMixtureConfig. Completions are ranked by the reward model
@@ -35,7 +35,7 @@ class OnlineDPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is
 
 
 def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
-    from trlstack.recipes.rewards import named_reward_funcs
+    from trlstack.rank.rewards import named_reward_funcs
 
     reward_funcs: list[Any] = []
     if training_args.reward_model_path:

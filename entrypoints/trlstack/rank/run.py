@@ -1,10 +1,10 @@
 """Every training process runs its recipe's script through this module, so that a stop signal ends training
 with a complete checkpoint:
 
-    accelerate launch ... -m trlstack.recipes.run trl.scripts.grpo --config FILE [ARGS...]
+    accelerate launch ... -m trlstack.rank.run trl.scripts.grpo --config FILE [ARGS...]
 
 It runs the script module as `__main__`, unchanged, after wrapping transformers' `Trainer.train`, which every
-recipe's script calls once. A stop signal (SIGTERM or SIGINT, from `train`: see trlstack/stopping.py) then
+recipe's script calls once. A stop signal (SIGTERM or SIGINT, from `train`: see roles/train/stopping.py) then
 means, depending on how far the run is:
 
 - starting (loading the model and data): exit at once; there is nothing to save yet;
@@ -171,7 +171,7 @@ def shared_gpu_rank(environ: Mapping[str, str]) -> dict[str, str]:
 
 def main(argv: list[str]) -> None:
     if not argv:
-        raise SystemExit("usage: python -m trlstack.recipes.run MODULE [ARGS...]")
+        raise SystemExit("usage: python -m trlstack.rank.run MODULE [ARGS...]")
     handle_stop_signals()  # first, before the imports that take seconds
     os.environ.update(shared_gpu_rank(os.environ))
     import transformers
@@ -179,11 +179,11 @@ def main(argv: list[str]) -> None:
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
     load_cpu_n_locations()
     if os.environ.get(Env.WEIGHT_PUSH_TIMEOUT):  # train bounds each weight push to vLLM in every rank
-        from trlstack.recipes import push_guard  # imports TRL's generation modules
+        from trlstack.rank import push_guard  # imports TRL's generation modules
 
         push_guard.install(say, argv[0], os.environ)
     if os.environ.get(Env.VLLM_KV_CACHE_GIB):  # train fixes the KV cache of each rank's colocated engine
-        from trlstack.recipes import kv_cache  # imports TRL's module that builds the engine, and vLLM
+        from trlstack.rank import kv_cache  # imports TRL's module that builds the engine, and vLLM
 
         kv_cache.install(say, argv[0], os.environ)
     sys.argv = argv  # the script parses its own arguments; runpy sets argv[0] to its file

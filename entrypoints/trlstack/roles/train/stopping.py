@@ -8,7 +8,7 @@ the container) and turns SIGINT into a traceback; torch elastic's agent (two pro
 either, SIGKILLs whoever is still saving 30 s later, and exits with a traceback. So `accelerate launch` starts
 with both signals ignored, which its processes inherit (torch elastic is told to handle only SIGHUP and
 SIGQUIT), and train sends the signal itself to each training process once that process handles it
-(recipes/run.py installs the handler first thing). Those save `checkpoint-N` together when the step in
+(rank/run.py installs the handler first thing). Those save `checkpoint-N` together when the step in
 progress ends, then exit 0, so no launcher reports a failure; train's exit code says the run was stopped.
 
 Where the signal reaches every process at once (Ctrl-C in a terminal, Slurm signalling a job step), the
@@ -16,7 +16,7 @@ launchers ignore it and the training processes take it once: the same stop. A se
 once, without a checkpoint; a repeated SIGTERM changes nothing, because senders repeat it without meaning
 "now" (`timeout` signals the command and then its process group; Slurm signals before the time limit and at
 it), and the sender's own SIGKILL ends what is left. That kill, or the grace period running out, leaves a
-checkpoint folder without trainer_state.json, which resume passes over (checkpoints.py).
+checkpoint folder without trainer_state.json, which resume passes over (run/checkpoints.py).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ def newest_checkpoint(output_dir: Path) -> tuple[Path | None, list[Path]]:
 def sharded_over(checkpoint: Path) -> int | None:
     """How many processes an FSDP2 checkpoint was saved by (its model folder holds one .distcp file for each),
     or None for a whole checkpoint, as DDP saves it."""
-    from trlstack.sharding import SHARDED_MODEL_DIR, checkpoint_shards
+    from trlstack.run.sharding import SHARDED_MODEL_DIR, checkpoint_shards
 
     folder = checkpoint / SHARDED_MODEL_DIR
     return checkpoint_shards([path.name for path in folder.iterdir()]) if folder.is_dir() else None

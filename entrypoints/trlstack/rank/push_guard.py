@@ -35,7 +35,7 @@ from trlstack.option_types import handed_number
 
 EXIT_CODE = 1
 POLL_S = 1.0  # how often the deadline is checked (a quarter of a shorter bound)
-ONLINE_DPO_SCRIPT = "trlstack.recipes.online_dpo"  # the recipe that pushes through OnlineDPOTrainer
+ONLINE_DPO_SCRIPT = "trlstack.rank.online_dpo"  # the recipe that pushes through OnlineDPOTrainer
 
 # Where a push is, as a rank notes it: (what it does, the parameter's name as vLLM knows it).
 JOINING = "joining"  # server mode, the first rank, at start: joining the server's weight-transfer group

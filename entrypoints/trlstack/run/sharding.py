@@ -176,7 +176,7 @@ def accelerate_config(
             # a layer's gathered weights are freed after its forward and gathered again for the backward
             "fsdp_reshard_after_forward": True,
             # checkpoints: every process writes its own shard; the final model is saved whole
-            # (trlstack.recipes.run), which TRL's weight push to vLLM does not need (it gathers each one)
+            # (trlstack.rank.run), which TRL's weight push to vLLM does not need (it gathers each one)
             "fsdp_state_dict_type": "SHARDED_STATE_DICT",
             "fsdp_activation_checkpointing": False,  # gradient_checkpointing in the TRL config does this
         },

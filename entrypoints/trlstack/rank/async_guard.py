@@ -22,7 +22,7 @@ Ending it is all a thread can do to a main thread held in NCCL or CUDA; torch el
 ranks. The run resumes from its last checkpoint.
 
 And the child ignores the stop signals, which reach it with its parent's from a terminal (Ctrl-C) or a Slurm
-step: the trainer saves a checkpoint on a stop signal (recipes/run.py) and stops the child itself.
+step: the trainer saves a checkpoint on a stop signal (rank/run.py) and stops the child itself.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from typing import Any
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.recipes import Recipe
-from trlstack.roles.train.pipeline import PIPELINE
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.pipeline import PIPELINE
+from trlstack.run.settings import TrainSettings
 
 MAX_RANKS = 2  # trainer processes over all machines; more hang in TRL 1.16 (issues 6797, 7103)
 

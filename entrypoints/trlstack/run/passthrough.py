@@ -7,7 +7,7 @@ serve-vllm hands those arguments to `vllm serve` (vLLM's FlexibleArgumentParser)
 `--config FILE` before the others. A guard that compared spellings would let any of these through, so each
 word is resolved to the option (argparse's `dest`) the receiving parser would pick, from a table of that
 parser's option strings: parsers.json, made from the installed vLLM and TRL by
-`python -m trlstack.passthrough` (the image test holds it equal to them, and the resolution to their
+`python -m trlstack.run.passthrough` (the image test holds it equal to them, and the resolution to their
 parsers). The same resolution finds unknown and ambiguous options, which the TRL script would reject only
 after the wait for the server.
 """
@@ -57,6 +57,15 @@ def receiver(key: str) -> Receiver:
 def accepted_keys(recipe: str) -> frozenset[str]:
     """The config keys the recipe's script accepts (its dataclasses' fields): its parser's option dests."""
     return (frozenset(receiver(recipe).options.values()) - NOT_FIELDS) | PARSER_KEYS
+
+
+def split_extra(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """A role's own arguments (before `--`) and the ones it passes through unchanged (after it)."""
+    argv = list(argv)
+    if "--" in argv:
+        at = argv.index("--")
+        return argv[:at], argv[at + 1 :]
+    return argv, []
 
 
 # Resolving one word ----------------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ from trlstack import addresses
 from trlstack.defaults import DEFAULT_GROUP_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices
-from trlstack.passthrough import check_passthrough, receiver
 from trlstack.recipes import RECIPES, Recipe
-from trlstack.roles.train.settings import TrainSettings
+from trlstack.run.passthrough import check_passthrough, receiver
+from trlstack.run.settings import TrainSettings
 
 
 def resolve_recipe(name: str | None) -> Recipe:

@@ -1,7 +1,7 @@
 """Asynchronous GRPO training script, in the style of TRL's own `trl/scripts/grpo.py` (TRL 1.16 ships its
 AsyncGRPOTrainer in trl.experimental with no script):
 
-    accelerate launch -m trlstack.recipes.async_grpo --config async_grpo.yaml
+    accelerate launch -m trlstack.rank.async_grpo --config async_grpo.yaml
 
 Generation and training overlap: a rollout worker keeps the vLLM server generating with the weights of up to
 `max_staleness` steps ago while the trainer trains on what it already scored. Server mode only (the trainer
@@ -60,7 +60,7 @@ class AsyncGRPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is
 
 
 def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
-    from trlstack.recipes.rewards import named_reward_funcs
+    from trlstack.rank.rewards import named_reward_funcs
 
     reward_funcs: list[Any] = []
     reward_funcs += named_reward_funcs(script_args.reward_funcs or [], training_args.max_completion_length)
@@ -98,7 +98,7 @@ def main(script_args: Any, training_args: Any, dataset_args: Any) -> None:
     from trl import get_dataset
     from trl.experimental.async_grpo import AsyncGRPOTrainer, async_rollout_worker, weight_transfer
 
-    from trlstack.recipes import async_guard, tree_kernel
+    from trlstack.rank import async_guard, tree_kernel
 
     if not script_args.model_name_or_path:
         raise ValueError("Set `model_name_or_path`: the model to train, the one the vLLM server serves.")

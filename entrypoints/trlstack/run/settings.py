@@ -18,17 +18,9 @@ from trlstack.option_types import one_of, positive_float, positive_int, rank_num
 from trlstack.options import setting, switch
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
-from trlstack.roles.command_line import Role
-from trlstack.roles.train import pipeline
-from trlstack.sharding import sharding_choice
+from trlstack.run import pipeline
+from trlstack.run.sharding import sharding_choice
 
-ROLE = Role(
-    "train",
-    "Train with a TRL recipe through `accelerate launch`, generating with the vLLM server. Arguments after "
-    "`--` go to the TRL script (they override the config).",
-    prints="the command and merged config",
-    chooses="the training GPUs",
-)
 VLLM_MODES = ("server", "colocate")
 
 
