@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.roles.serve import settings as serve
-from trlstack.run import checks as train_checks
+from trlstack.run import trl_config
 from trlstack.run.passthrough import (
     VLLM,
     accepted_keys,
@@ -99,7 +99,7 @@ def test_options_the_roles_do_not_set_pass():
     extra = ["--enforce-eager", "--max-num-seqs=8", "-O3", "--seed", "-1", "--kv-cache-dtype", "fp8"]
     check_passthrough(extra, receiver(VLLM), serve.TAKEN, "serve-vllm")
     extra = ["--learning_rate", "1e-6", "--max-steps=5", "--seed", "-1", "--no_gradient_checkpointing"]
-    check_passthrough(extra, receiver("grpo"), train_checks.TAKEN, "train")
+    check_passthrough(extra, receiver("grpo"), trl_config.TAKEN, "train")
 
 
 def _spellings(option: str, vllm: bool) -> st.SearchStrategy[str]:
@@ -126,15 +126,15 @@ def test_every_spelling_of_an_imposed_vllm_setting_is_refused(data):
 @given(data=st.data())
 def test_every_spelling_of_an_imposed_trl_setting_is_refused(data):
     recipe = data.draw(st.sampled_from(sorted(RECIPES)))
-    option = data.draw(st.sampled_from(_taken_options(recipe, train_checks.TAKEN)))
+    option = data.draw(st.sampled_from(_taken_options(recipe, trl_config.TAKEN)))
     word = data.draw(_spellings(option, vllm=False))
     with pytest.raises(UsageError, match="would override train's setting"):
-        check_passthrough(["--seed", "1", word, "1"], receiver(recipe), train_checks.TAKEN, "train")
+        check_passthrough(["--seed", "1", word, "1"], receiver(recipe), trl_config.TAKEN, "train")
 
 
 @given(prefix_length=st.integers(min_value=3, max_value=40))
 def test_any_abbreviation_of_an_imposed_setting_is_refused(prefix_length):
-    for key, taken, role in [(VLLM, serve.TAKEN, "serve-vllm"), ("grpo", train_checks.TAKEN, "train")]:
+    for key, taken, role in [(VLLM, serve.TAKEN, "serve-vllm"), ("grpo", trl_config.TAKEN, "train")]:
         for option in _taken_options(key, taken):
             if option.startswith("--") and prefix_length < len(option):
                 with pytest.raises(UsageError, match=f"would override {role}'s setting"):
@@ -275,8 +275,6 @@ def test_the_values_given_are_read_by_the_option_they_set(words, values):
 @pytest.mark.parametrize(("words", "values"), PASSED[:-1], ids=[" ".join(words) for words, _ in PASSED[:-1]])
 def test_trls_parser_takes_the_same_values(words, values):
     import importlib
-
-    from trlstack.run import trl_config
 
     parser = importlib.import_module(RECIPES["grpo"].module).make_parser()
     # The configs the script trains with (their __post_init__ reads a JSON mapping); on the CPU here.

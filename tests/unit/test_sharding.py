@@ -11,7 +11,7 @@ import yaml
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import memory
-from trlstack.run import sharding
+from trlstack.run import launch, sharding
 
 GIB = 1 << 30
 QWEN = {"model_type": "qwen2", "num_key_value_heads": 2, "tie_word_embeddings": True}
@@ -123,7 +123,7 @@ def test_the_estimate_lines_say_what_is_not_counted():
 
 
 def test_the_accelerate_config_for_one_machine():
-    config = sharding.accelerate_config(processes=2, machines=1, machine_rank=0, precision="bf16")
+    config = launch.accelerate_config(processes=2, machines=1, machine_rank=0, precision="bf16")
     keys = ("distributed_type", "num_processes", "num_machines", "machine_rank")
     assert [config[key] for key in keys] == ["FSDP", 2, 1, 0]
     assert config["mixed_precision"] == "bf16" and config["use_cpu"] is False
@@ -141,7 +141,7 @@ def test_the_accelerate_config_for_one_machine():
 
 
 def test_the_accelerate_config_for_several_machines_counts_every_process():
-    config = sharding.accelerate_config(4, 2, 1, "fp32", "10.0.0.1", 29500)
+    config = launch.accelerate_config(4, 2, 1, "fp32", "10.0.0.1", 29500)
     assert (config["num_processes"], config["machine_rank"], config["mixed_precision"]) == (8, 1, "no")
     assert (config["main_process_ip"], config["main_process_port"], config["rdzv_backend"]) == (
         "10.0.0.1",
@@ -151,8 +151,8 @@ def test_the_accelerate_config_for_several_machines_counts_every_process():
 
 
 def test_the_rendered_file_reads_back_as_the_data():
-    config = sharding.accelerate_config(2, 1, 0, "bf16")
-    text = sharding.render(config)
+    config = launch.accelerate_config(2, 1, 0, "bf16")
+    text = launch.render(config)
     assert text.startswith("# Written by `train`") and yaml.safe_load(text) == config
 
 

@@ -31,6 +31,16 @@ SHARE_FIX = "or run the server and the trainer on the same GPUs on purpose with 
 SHARED_MEMORY_FRACTION = 0.3
 SPLIT_MEMORY_FRACTION = 0.9
 
+
+def vllm_fraction(shared: bool, asked: float | None = None) -> float:
+    """vLLM's fraction of the memory of each GPU it serves on: the one asked for, else the share that leaves a
+    trainer beside it the rest (`shared`), else most of a GPU of its own. The plan, serve-vllm and train all
+    take it from here."""
+    if asked is not None:
+        return asked
+    return SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
+
+
 # Why one GPU gets colocate by default: bench/gpu_server_mode.py side by side on one H200 (README, "One GPU").
 ONE_GPU_WHY = (
     "measured faster on one GPU than a shared-GPU server: a GRPO step of 1.10 s against 1.58 s on one H200 "
@@ -253,9 +263,7 @@ def make_plan(
         serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
     else:
         serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
-    fraction = gpu_memory_utilization
-    if fraction is None:
-        fraction = SHARED_MEMORY_FRACTION if share_gpus else SPLIT_MEMORY_FRACTION
+    fraction = vllm_fraction(share_gpus, gpu_memory_utilization)
     if not 0 < fraction <= 1:
         raise UsageError(f"--gpu-memory-utilization {fraction} must be a fraction above 0 and at most 1.")
 

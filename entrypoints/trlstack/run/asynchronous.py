@@ -12,7 +12,6 @@ The pipeline's settings are declared in pipeline.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from trlstack.defaults import Env
@@ -67,16 +66,6 @@ def check(settings: TrainSettings, recipe: Recipe) -> None:
             f"--weight-push-timeout ({Env.WEIGHT_PUSH_TIMEOUT}) bounds the weight push of grpo, rloo and "
             f"online-dpo; {recipe.name} pushes through TRL's own weight transfer, which "
             f"--weight-sync-timeout ({Env.WEIGHT_SYNC_TIMEOUT}) bounds. Drop it, or set that one."
-        )
-
-
-def check_config(config: Mapping[str, Any], source: str) -> None:
-    init_kwargs = config.get("model_init_kwargs")
-    if isinstance(init_kwargs, Mapping) and "attn_implementation" in init_kwargs:
-        raise UsageError(
-            f"{source}: model_init_kwargs.attn_implementation cannot be set for async-grpo: TRL's "
-            "AsyncGRPOTrainer always uses tree-packing attention. Remove it; tree_attention_kernel (auto, "
-            "hub, fa4, sdpa) chooses the kernel that serves it."
         )
 
 

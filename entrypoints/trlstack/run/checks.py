@@ -11,7 +11,7 @@ from trlstack.defaults import DEFAULT_GROUP_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices
 from trlstack.recipes import RECIPES, Recipe
-from trlstack.run.passthrough import check_passthrough, receiver
+from trlstack.run import asynchronous
 from trlstack.run.settings import TrainSettings
 
 
@@ -24,21 +24,6 @@ def resolve_recipe(name: str | None) -> Recipe:
     return RECIPES[name]
 
 
-# TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
-# override it unseen.
-TAKEN = {
-    "config": "use --config (before `--`)",
-    "output_dir": "use --output-dir (checkpoints are looked for there)",
-    "use_vllm": "use --cpu for a run without vLLM",
-    "vllm_mode": "use --vllm-mode",
-    "vllm_server_base_url": "use --vllm-url",
-    "vllm_group_port": "use --vllm-group-port",
-    "bf16": "use bf16/fp16 in the config file",
-    "fp16": "use bf16/fp16 in the config file",
-    "enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
-}
-
-
 def check_resume_choice(settings: TrainSettings) -> None:
     if settings.resume and settings.fresh:
         raise UsageError(
@@ -48,7 +33,6 @@ def check_resume_choice(settings: TrainSettings) -> None:
 
 
 def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
-    check_passthrough(settings.extra, receiver(recipe.name), TAKEN, "train")
     check_resume_choice(settings)
     if settings.share_gpus and settings.mode != "server":
         raise UsageError(
@@ -67,6 +51,21 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
         )
     check_machines(settings)
+    asynchronous.check(settings, recipe)  # what a server-only recipe cannot do
+
+
+def check_job(settings: TrainSettings, mode: str, colocated_by: str, ranks: int | None) -> Recipe:
+    """The recipe of a job `trlstack slurm` writes, and the checks train makes on start that hold for every
+    node, made once on the submit host: --resume/--fresh, the ranks against the job's `mode` (cpu, server or
+    colocate; `colocated_by`: the flag that put vLLM in the trainers) and a server-only recipe's limits over
+    the job's trainer `ranks` (None: no GPUs)."""
+    recipe = resolve_recipe(settings.recipe)
+    check_resume_choice(settings)
+    check_ranks(settings, mode, colocated_by)
+    asynchronous.check(settings, recipe)
+    if recipe.server_only and ranks is not None:
+        asynchronous.sharding_for(ranks, settings.sharding)
+    return recipe
 
 
 def check_ranks(settings: TrainSettings, mode: str, colocated_by: str) -> None:

@@ -187,6 +187,23 @@ def check_passthrough(
         check_option(word.written, word.option, where, taken, role, place)
 
 
+@dataclass(frozen=True)
+class ScriptArgs:
+    """What a recipe's script makes of the arguments after `--`: the config keys it accepts (its fields) and
+    the values those arguments give, by key, as written."""
+
+    accepted: frozenset[str]
+    passed: dict[str, str]
+
+
+def script_args(extra: Sequence[str], recipe: str, taken: Mapping[str, str], role: str) -> ScriptArgs:
+    """The arguments after `--` for a recipe's script, checked (nothing `role` sets itself, per `taken`; no
+    unknown or ambiguous option) and read as the script reads them."""
+    where = receiver(recipe)
+    check_passthrough(extra, where, taken, role)
+    return ScriptArgs(accepted_keys(recipe), passed_values(extra, where))
+
+
 # vLLM's --config FILE --------------------------------------------------------------------------------------
 
 

@@ -1,11 +1,9 @@
 """Whether training shards its model states over its processes (FSDP2) or keeps a whole copy in each (DDP):
-the choice from the memory estimate (plan/memory.py), the accelerate config file a sharded run launches with,
-and whether a checkpoint can be resumed by the run being started.
+the choice from the memory estimate (plan/memory.py), and whether a checkpoint can be resumed by the run being
+started (the accelerate config file a sharded run launches with is run/launch.py's).
 
 - `choose`: `--sharding auto` shards where the estimate says DDP would not fit in a GPU and FSDP2 would; a
   layout that cannot fit even sharded is refused before anything starts, with the numbers and the fix.
-- `accelerate_config`: the file, as data (accelerate's own keys), rendered by `render`; TRL's example files
-  fix 8 processes, this one takes the plan's.
 - `resume_problem`: a sharded checkpoint holds one shard per process (a .distcp file each), so it is resumed
   only by a sharded run of as many processes; a whole (DDP) checkpoint only by an unsharded run.
 
@@ -32,7 +30,6 @@ ZERO3_REFUSAL = (
     "not ship (torch's wheels bring the CUDA runtime, not the compiler), and deepspeed is not among the "
     "locked packages; use --sharding fsdp2, which shards the same states with torch alone"
 )
-ACCELERATE_NAME = "trlstack-accelerate.yaml"  # beside the merged TRL config in the output folder
 # What accelerate and transformers name a sharded checkpoint's model folder (one .distcp file per process).
 SHARDED_MODEL_DIR = "pytorch_model_fsdp_0"
 FSDP_FIX = "--sharding fsdp2"
@@ -143,59 +140,6 @@ def _refuse_impossible(memory: Memory, sharded: bool) -> None:
         f"{gib(memory.per_process(sharded) or 0)} per process, but a GPU has {gib(memory.available)} for "
         f"training. Before anything starts: " + "; ".join(fixes) + "."
     )
-
-
-def accelerate_config(
-    processes: int,
-    machines: int,
-    machine_rank: int,
-    precision: str,
-    main_process_ip: str | None = None,
-    main_process_port: int | None = None,
-) -> dict[str, Any]:
-    """accelerate's config file for an FSDP2 run of `processes` on each of `machines` (accelerate counts them
-    over all machines), as data."""
-    config: dict[str, Any] = {
-        "compute_environment": "LOCAL_MACHINE",
-        "distributed_type": "FSDP",
-        "num_processes": processes * machines,
-        "num_machines": machines,
-        "machine_rank": machine_rank,
-        "mixed_precision": precision if precision in ("bf16", "fp16") else "no",
-        "use_cpu": False,  # accelerate shards only on accelerators: FSDP on the CPU would launch one process
-        "downcast_bf16": "no",
-        "dynamo_config": {"dynamo_backend": "NO"},
-        "fsdp_config": {
-            "fsdp_version": 2,
-            # each decoder layer its own unit (the classes in the model's _no_split_modules)
-            "fsdp_auto_wrap_policy": "TRANSFORMER_BASED_WRAP",
-            # one process reads the weights from disk, the others get their shards from it
-            "fsdp_cpu_ram_efficient_loading": True,
-            "fsdp_sync_module_states": True,  # accelerate requires it with the above
-            "fsdp_offload_params": False,
-            # a layer's gathered weights are freed after its forward and gathered again for the backward
-            "fsdp_reshard_after_forward": True,
-            # checkpoints: every process writes its own shard; the final model is saved whole
-            # (trlstack.rank.run), which TRL's weight push to vLLM does not need (it gathers each one)
-            "fsdp_state_dict_type": "SHARDED_STATE_DICT",
-            "fsdp_activation_checkpointing": False,  # gradient_checkpointing in the TRL config does this
-        },
-    }
-    if machines > 1:
-        config.update(
-            main_process_ip=main_process_ip,
-            main_process_port=main_process_port,
-            rdzv_backend="static",
-            same_network=True,
-        )
-    return config
-
-
-def render(config: Mapping[str, Any]) -> str:
-    import yaml
-
-    header = "# Written by `train` for this run (--sharding fsdp2): accelerate's config; not read back.\n"
-    return header + yaml.safe_dump(dict(config), sort_keys=False, default_flow_style=False)
 
 
 def checkpoint_shards(files: list[str]) -> int | None:

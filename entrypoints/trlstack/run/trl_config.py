@@ -18,11 +18,25 @@ from typing import Any
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.recipes import Recipe
-from trlstack.run import asynchronous, passthrough
+from trlstack.run import passthrough
 from trlstack.run.outputs import MERGED_PREFIX, MERGED_SUFFIX
 from trlstack.run.settings import TrainSettings
 
 MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
+
+# TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
+# override it unseen.
+TAKEN = {
+    "config": "use --config (before `--`)",
+    "output_dir": "use --output-dir (checkpoints are looked for there)",
+    "use_vllm": "use --cpu for a run without vLLM",
+    "vllm_mode": "use --vllm-mode",
+    "vllm_server_base_url": "use --vllm-url",
+    "vllm_group_port": "use --vllm-group-port",
+    "bf16": "use bf16/fp16 in the config file",
+    "fp16": "use bf16/fp16 in the config file",
+    "enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",
+}
 
 
 def load_config(path: Path) -> dict[str, Any]:
@@ -58,9 +72,12 @@ def load_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def check_keys(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
-    """UsageError naming every key the recipe's script would not accept, with the nearest valid names."""
-    accepted = passthrough.accepted_keys(recipe.name)
+def check_keys(
+    config: Mapping[str, Any], recipe: Recipe, source: str, accepted: frozenset[str] | None = None
+) -> None:
+    """UsageError naming every key the recipe's script would not accept (`accepted`: its fields), with the
+    nearest valid names."""
+    accepted = passthrough.accepted_keys(recipe.name) if accepted is None else accepted
     unknown = sorted(set(config) - accepted)
     if not unknown:
         return
@@ -91,7 +108,10 @@ def with_passed(config: Mapping[str, Any], extra: Sequence[str], recipe: Recipe)
     """The config as the recipe's script will see it: the values given after `--` over the file's, each read
     as JSON, else as YAML, else kept as written (TRL's parser types them by its fields: numbers, booleans and
     mappings read alike; YAML alone would keep 2e-5 a string)."""
-    passed = passthrough.passed_values(extra, passthrough.receiver(recipe.name))
+    return _seen(config, passthrough.passed_values(extra, passthrough.receiver(recipe.name)))
+
+
+def _seen(config: Mapping[str, Any], passed: Mapping[str, str]) -> dict[str, Any]:
     return {**config, **{key: _value(raw) for key, raw in passed.items()}}
 
 
@@ -159,13 +179,20 @@ def model_init_kwargs(config: Mapping[str, Any], source: str) -> dict[str, Any]:
 
 
 def run_config(
-    settings: TrainSettings, user_config: Mapping[str, Any], recipe: Recipe, source: str
-) -> dict[str, Any]:
-    """The config that says what the run is: the user's, checked against the recipe, with --model, --dataset
-    and --reward-model applied, and the smoke run's keys with --cpu (not yet train's choices for the machine);
-    UsageError naming unknown keys and what is missing."""
-    asynchronous.check(settings, recipe)  # what a server-only recipe cannot do, before the config
-    check_keys(user_config, recipe, source)
+    settings: TrainSettings,
+    user_config: Mapping[str, Any],
+    recipe: Recipe,
+    source: str,
+    taken: Mapping[str, str] = TAKEN,
+    role: str = "train",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The config that says what the run is, and the same as the recipe's script will see it (the values
+    given after `--` over the file's, for what is weighed on them): the user's, checked against the recipe,
+    with --model, --dataset, --reward-model and --output-dir applied, and the smoke run's keys with --cpu
+    (not yet train's choices for the machine); UsageError naming unknown keys and what is missing, and
+    arguments after `--` that would set what `role` sets itself (`taken`)."""
+    script = passthrough.script_args(settings.extra, recipe.name, taken, role)
+    check_keys(user_config, recipe, source, script.accepted)
     config = dict(user_config)
     overrides = {
         "model_name_or_path": settings.model,
@@ -178,7 +205,19 @@ def run_config(
         config.pop("datasets", None)  # TRL prefers `datasets` over dataset_name; the flag must win
     check_required(config, recipe, source)
     if recipe.server_only:
-        asynchronous.check_config(config, source)
+        _check_tree_attention(config, source)
     if settings.cpu:
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
-    return config
+    config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
+    return config, _seen(config, script.passed)
+
+
+def _check_tree_attention(config: Mapping[str, Any], source: str) -> None:
+    """async-grpo's trainer always uses tree-packing attention: another implementation cannot be set."""
+    init_kwargs = config.get("model_init_kwargs")
+    if isinstance(init_kwargs, Mapping) and "attn_implementation" in init_kwargs:
+        raise UsageError(
+            f"{source}: model_init_kwargs.attn_implementation cannot be set for async-grpo: TRL's "
+            "AsyncGRPOTrainer always uses tree-packing attention. Remove it; tree_attention_kernel (auto, "
+            "hub, fa4, sdpa) chooses the kernel that serves it."
+        )

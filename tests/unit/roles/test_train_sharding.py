@@ -15,8 +15,8 @@ from trlstack.gpus import Gpu
 from trlstack.recipes import RECIPES
 from trlstack.roles import train
 from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.launch import LAUNCHER, build_launch
 from trlstack.roles.train.main import ROLE
+from trlstack.run.launch import LAUNCHER, build_launch
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
 

@@ -9,23 +9,24 @@ same code: the plan, the arguments passed on to TRL and vLLM.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
 
 from trlstack.commands.slurm.layout import Layout, make_layout
 from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings
 from trlstack.errors import UsageError
+from trlstack.recipes import RECIPES, Recipe
 from trlstack.roles.serve import settings as serve
-from trlstack.run import asynchronous
 from trlstack.run import checks as train_checks
-from trlstack.run.checks import resolve_recipe
+from trlstack.run import trl_config
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
-from trlstack.run.settings import TrainSettings
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
-# What the roles set themselves (train_checks.TAKEN, serve.TAKEN: the same keys), with what to do here.
+# What the roles set themselves (trl_config.TAKEN, serve.TAKEN: the same keys), with what to do here.
 TRAIN_TAKEN = {
-    **train_checks.TAKEN,
+    **trl_config.TAKEN,
     "config": "use --config (before `--`)",
     "vllm_mode": "use --serve-nodes 0 for vLLM inside every trainer",
     "vllm_server_base_url": "the script points every trainer at the server node",
@@ -47,10 +48,13 @@ _CHECKED = object()  # held by `check` alone: a Job made anywhere else is refuse
 
 @dataclass(frozen=True)
 class Job:
-    """A job that passed every check: its settings and its layout. Only `check` makes one."""
+    """A job that passed every check: its settings (train's model the run's, which both roles get), its
+    layout, its recipe and the run's config. Only `check` makes one."""
 
     settings: SlurmSettings
     layout: Layout
+    recipe: Recipe
+    config: dict[str, Any]
     made_by: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -61,15 +65,43 @@ class Job:
 
 
 def check(settings: SlurmSettings) -> Job:
-    """The checked job; UsageError naming the fix for a request that cannot run."""
-    recipe = resolve_recipe(settings.recipe)
+    """The checked job; UsageError naming the fix for a request that cannot run. The run is checked as train
+    checks it on start, with the same code: its settings, its config, the arguments passed on to TRL and
+    vLLM."""
+    _check_request(settings)
+    layout = make_layout(settings)
+    if settings.vllm_args and not layout.serve_nodes:
+        raise UsageError(
+            "--vllm-args go to the server node's `vllm serve`, and with --serve-nodes 0 there is none; drop "
+            "them."
+        )
+    if layout.mode == "colocate" and getattr(RECIPES.get(settings.recipe), "server_only", False):
+        raise UsageError(
+            f"--serve-nodes 0 puts vLLM inside every trainer, but {settings.recipe} generates only through a "
+            "vLLM server (TRL's AsyncGRPOTrainer sends it requests while it trains); use --serve-nodes 1."
+        )
+    # the run as train takes it: the job's recipe, and the arguments after `--` for the TRL script
+    train = replace(settings.train, recipe=settings.recipe, extra=list(settings.train_args))
+    ranks = None if layout.gpus_per_node is None else layout.gpus_per_node * layout.train_nodes
+    recipe = train_checks.check_job(
+        train, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu
+    )
+    source = Path(train.config) if train.config else recipe.bundled_config
+    config, _ = trl_config.run_config(
+        train, trl_config.load_config(source), recipe, str(source), TRAIN_TAKEN, "trlstack slurm"
+    )
+    check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
+    model = config.get("model_name_or_path")  # the run's: both roles get it
+    if model != settings.train.model:
+        settings = replace(settings, train=replace(settings.train, model=model))
+    return Job(settings, layout, recipe, config, _CHECKED)
+
+
+def _check_request(settings: SlurmSettings) -> None:
+    """What the request's own values allow, before the layout: runtime and image, ports, shared paths,
+    the network interface, binds and the stop's grace."""
     if settings.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
-    layout = make_layout(settings)
-    asynchronous.check(settings.train, recipe)
-    train_checks.check_ranks(settings.train, layout.mode, "--serve-nodes 0")
-    if recipe.server_only:
-        _check_server_only(recipe.name, layout, settings.train)
     _check_ports(settings)
     _check_image(settings)
     for name, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
@@ -84,28 +116,6 @@ def check(settings: SlurmSettings) -> Job:
         raise UsageError(
             f"--stop-grace {settings.stop_grace}: give the trainers at least 30 s to write a checkpoint."
         )
-    if settings.vllm_args and not layout.serve_nodes:
-        raise UsageError(
-            "--vllm-args go to the server node's `vllm serve`, and with --serve-nodes 0 there is none; drop "
-            "them."
-        )
-    # The guards by meaning of train and serve-vllm, before anything is queued.
-    check_passthrough(settings.train_args, receiver(recipe.name), TRAIN_TAKEN, "trlstack slurm")
-    check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
-    return Job(settings, layout, _CHECKED)
-
-
-def _check_server_only(name: str, layout: Layout, train: TrainSettings) -> None:
-    """A recipe that generates only through a server (async-grpo) needs the server node, and at most the
-    trainer ranks its trainer runs without hanging, several only sharded."""
-    if layout.mode == "colocate":
-        raise UsageError(
-            f"--serve-nodes 0 puts vLLM inside every trainer, but {name} generates only through a vLLM "
-            "server (TRL's AsyncGRPOTrainer sends it requests while it trains); use --serve-nodes 1."
-        )
-    assert layout.gpus_per_node is not None  # --cpu is refused with the config, before the layout
-    ranks = layout.gpus_per_node * train.ranks_per_gpu * layout.train_nodes
-    asynchronous.sharding_for(ranks, train.sharding)
 
 
 def _check_ports(settings: SlurmSettings) -> None:

@@ -10,7 +10,6 @@ import subprocess
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from trlstack.commands.slurm.checks import check
 from trlstack.commands.slurm.host import host_checks
@@ -30,11 +29,10 @@ from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.options import add_settings, flag, settings_from, switch
 from trlstack.roles.serve.settings import ServeSettings
-from trlstack.run.checks import check_resume_choice, resolve_recipe
+from trlstack.run import outputs
 from trlstack.run.passthrough import split_extra
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
-from trlstack.run.trl_config import run_config
 
 
 @dataclass(frozen=True)
@@ -90,31 +88,24 @@ def _absolute(path: str | None) -> str | None:
     return os.path.abspath(path) if path else None
 
 
-def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, dict[str, Any]]:
-    """Settings with paths made absolute, and the config that says what the run is, checked as train will
-    check it; the model both roles get is the config's when not given."""
-    from trlstack.run import trl_config
-
-    recipe = resolve_recipe(args.recipe)
-    wanted = settings_from(TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
-    check_resume_choice(wanted)
-    source = Path(wanted.config) if wanted.config else recipe.bundled_config
-    config = run_config(wanted, trl_config.load_config(source), recipe, str(source))
+def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, Delivery]:
+    """The job as asked for, with paths made absolute, and what becomes of its script."""
     given = settings_from(
         SlurmSettings,
         args,
-        train=replace(wanted, config=_absolute(wanted.config), model=config.get("model_name_or_path")),
+        train=settings_from(TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe),
         serve=settings_from(ServeSettings, args, only=SERVER_SETTINGS),
         ports=settings_from(JobPorts, args),
         train_args=tuple(args.extra),
     )
     settings = replace(
         given,
+        train=replace(given.train, config=_absolute(given.train.config)),
         output_dir=os.path.abspath(given.output_dir),
         image=_absolute(given.image) if given.image and given.runtime != "pyxis" else given.image,
         cache_dir=_absolute(given.cache_dir),
     )
-    return settings, config
+    return settings, settings_from(Delivery, args)
 
 
 def say(message: str) -> None:
@@ -122,11 +113,9 @@ def say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trlstack.run import outputs
-
-    settings, config = read_settings(args)
-    delivery = settings_from(Delivery, args)
-    text = render(check(settings))
+    settings, delivery = read_settings(args)
+    job = check(settings)
+    text = render(job)
     if delivery.dry_run:
         sys.stdout.write(text)
         return 0
@@ -134,23 +123,29 @@ def run(args: argparse.Namespace) -> int:
     # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
     # moves it aside here, once (never deleted), --resume lets the trainers continue it.
     run_dir = Path(settings.run_dir)
-    recipe = resolve_recipe(settings.recipe)
-    aside = previous_run_to_move(settings.train, run_dir, recipe, config, say)
+    aside = previous_run_to_move(job.settings.train, run_dir, job.recipe, job.config, say)
     if aside is not None:
         outputs.move_aside(run_dir, aside)
         say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
     path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    write_script(path, text, settings.output_dir, settings.name)
+    if not delivery.submit:
+        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
+        return 0
+    return submit(path, settings.output_dir, settings.name)
+
+
+def write_script(path: Path, text: str, output_dir: str, name: str) -> None:
+    """Write the script to `path`, making the output folder the job's log goes to; UsageError naming the
+    fix."""
     if path.is_dir():
-        raise UsageError(
-            f"--output {path} is a directory; name a file such as {path}/{settings.name}.sbatch."
-        )
+        raise UsageError(f"--output {path} is a directory; name a file such as {path}/{name}.sbatch.")
     try:
         # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
-        Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(
-            f"cannot make the output folder {settings.output_dir} ({error.strerror}); choose a writable "
-            "--output-dir."
+            f"cannot make the output folder {output_dir} ({error.strerror}); choose a writable --output-dir."
         ) from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -159,14 +154,15 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"cannot write {path} ({error.strerror}); choose a writable --output (or --output-dir)."
         ) from None
-    if not delivery.submit:
-        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
-        return 0
+
+
+def submit(path: Path, output_dir: str, name: str) -> int:
+    """Submit the script with sbatch and say how to watch the job."""
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         raise UsageError(f"sbatch refused {path}: {done.stderr.strip()}")
     job = done.stdout.strip().split(";")[0]
-    log = f"{settings.output_dir.rstrip('/')}/{settings.name}-{job}.out"
+    log = f"{output_dir.rstrip('/')}/{name}-{job}.out"
     print(job)
     print(
         f"trlstack slurm: submitted {path} as job {job}; watch: squeue -j {job}; tail -f {log}",

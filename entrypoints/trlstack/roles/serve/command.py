@@ -18,7 +18,7 @@ from trlstack.command import Command, exec_command
 from trlstack.defaults import LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
-from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION
+from trlstack.plan import vllm_fraction
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.serve.settings import TAKEN, ServeSettings
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
@@ -98,9 +98,7 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
     argv = ["vllm", "serve", settings.model, *TRL_SERVER_FLAGS]
     argv += ["--host", settings.host, "--port", str(settings.port)]
     argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp)]
-    memory = settings.gpu_memory_utilization
-    if memory is None:
-        memory = SHARED_MEMORY_FRACTION if settings.share_gpus else SPLIT_MEMORY_FRACTION
+    memory = vllm_fraction(settings.share_gpus, settings.gpu_memory_utilization)
     argv += ["--gpu-memory-utilization", str(memory)]
     if settings.max_model_len is not None:
         argv += ["--max-model-len", str(settings.max_model_len)]

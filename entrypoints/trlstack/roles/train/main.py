@@ -14,11 +14,11 @@ from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
-from trlstack.roles.train.launch import Launch, build_launch
 from trlstack.roles.train.preflight import check_served_model, say
-from trlstack.run import outputs, sharding
+from trlstack.run import outputs
 from trlstack.run.checkpoints import newest_checkpoint
 from trlstack.run.checks import check_overlap, resolve_recipe
+from trlstack.run.launch import Launch, build_launch, render
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
 
@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         files = [(launch.config_path, trl_config.render(launch.config, str(config_path)))]
         if launch.accelerate_path is not None and launch.accelerate_config is not None:
-            files.append((launch.accelerate_path, sharding.render(launch.accelerate_config)))
+            files.append((launch.accelerate_path, render(launch.accelerate_config)))
         if args.print_command:
             print(launch.command.shell())
             for path, text in files:

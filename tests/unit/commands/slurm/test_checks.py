@@ -6,6 +6,7 @@ import pytest
 from trlstack.commands.slurm.checks import Job, check
 from trlstack.commands.slurm.layout import make_layout
 from trlstack.errors import UsageError
+from trlstack.recipes import RECIPES
 
 from .harness import settings
 
@@ -20,7 +21,7 @@ def test_check_gives_the_job_with_its_layout():
 def test_a_job_is_made_by_check_only():
     asked = settings()
     with pytest.raises(TypeError, match=r"a Job comes from trlstack.commands.slurm.checks.check\(settings\)"):
-        Job(asked, make_layout(asked))
+        Job(asked, make_layout(asked), RECIPES["grpo"], {})
 
 
 @pytest.mark.parametrize(

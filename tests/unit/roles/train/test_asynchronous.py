@@ -8,9 +8,9 @@ import yaml
 from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import parse_role
-from trlstack.roles.train.launch import LAUNCHER, build_launch
 from trlstack.roles.train.main import ROLE
 from trlstack.run.asynchronous import sharding_for
+from trlstack.run.launch import LAUNCHER, build_launch
 from trlstack.run.settings import TrainSettings
 
 from .harness import gpus, launch_tail

@@ -1,4 +1,4 @@
-"""trlstack.roles.train.launch: the exact accelerate command and merged config for each layout and mode,
+"""trlstack.run.launch: the exact accelerate command and merged config for each layout and mode,
 on one machine or several."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.recipes import RECIPES
-from trlstack.roles.train.launch import LAUNCHER, build_launch
+from trlstack.run.launch import LAUNCHER, build_launch
 from trlstack.run.settings import TrainSettings
 
 from .harness import GRPO, gpus, launch_tail

@@ -9,7 +9,7 @@ import yaml
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.recipes import RECIPES
-from trlstack.roles.train.launch import build_launch
+from trlstack.run.launch import build_launch
 from trlstack.run.settings import TrainSettings
 
 from .harness import GRPO, gpus

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 from trlstack.roles import train
-from trlstack.roles.train.launch import LAUNCHER
+from trlstack.run.launch import LAUNCHER
 
 from .harness import GRPO, gpus, launch_tail
 
