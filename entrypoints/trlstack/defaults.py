@@ -77,14 +77,14 @@ class Env(StrEnum):
     WEIGHT_PUSH_TIMEOUT = "TRLSTACK_WEIGHT_PUSH_TIMEOUT"
     # train's fixed KV cache for each colocated vLLM engine, which every rank gets (rank/kv_cache.py)
     VLLM_KV_CACHE_GIB = "TRLSTACK_VLLM_KV_CACHE_GIB"
-    # train async-grpo's pipeline (run/asynchronous.py)
+    # train async-grpo's pipeline (run/pipeline.py, run/asynchronous.py)
     MAX_STALENESS = "TRLSTACK_MAX_STALENESS"
     WEIGHT_SYNC_STEPS = "TRLSTACK_WEIGHT_SYNC_STEPS"
     WEIGHT_SYNC_TIMEOUT = "TRLSTACK_WEIGHT_SYNC_TIMEOUT"
     HEARTBEAT_TIMEOUT = "TRLSTACK_HEARTBEAT_TIMEOUT"
     SERVER_LOST_AFTER = "TRLSTACK_SERVER_LOST_AFTER"
 
-    # Settings of `trlstack bundle`, each declared with its flag in trlstack/bundle/settings.py.
+    # Settings of `trlstack bundle`, each declared with its flag in commands/bundle/settings.py.
     BUNDLE_PYTHON_VERSION = "TRLSTACK_BUNDLE_PYTHON_VERSION"
     BUNDLE_PLATFORM = "TRLSTACK_BUNDLE_PLATFORM"
     BUNDLE_FORMAT = "TRLSTACK_BUNDLE_FORMAT"
@@ -97,7 +97,7 @@ class Env(StrEnum):
     BUNDLE_WITH_PROJECT = "TRLSTACK_BUNDLE_WITH_PROJECT"
     BUNDLE_PROJECT = "TRLSTACK_BUNDLE_PROJECT"
     BUNDLE_PIP = "TRLSTACK_BUNDLE_PIP"
-    # Settings of `trlstack tiny`, declared with their flags in trlstack/commands/tiny.py.
+    # Settings of `trlstack tiny`, declared with their flags in commands/tiny.py.
     TINY_SEED = "TRLSTACK_TINY_SEED"
     TINY_ROWS = "TRLSTACK_TINY_ROWS"
 
@@ -113,7 +113,7 @@ class Env(StrEnum):
     PLAN_SHARE_GPUS = "SHARE_GPUS"
     PLAN_GPU_MEMORY_UTILIZATION = "GPU_MEMORY_UTILIZATION"
 
-    # Settings of `trlstack verify`, declared in trlstack/verify/command.py: where the image is, the parts to
+    # Settings of `trlstack verify`, declared in commands/verify/command.py: where the image is, the parts to
     # check, the sha256s its labels give.
     VERIFY_ROOT = "TRLSTACK_VERIFY_ROOT"
     VERIFY_IMAGE = "TRLSTACK_VERIFY_IMAGE"

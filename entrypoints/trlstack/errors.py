@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 EXIT_OK = 0
 EXIT_USER_ERROR = 1
+EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
 
 
@@ -38,7 +40,8 @@ class Parser(argparse.ArgumentParser):
 
 
 def run_main(name: str, body: Callable[[], int]) -> int:
-    """Run a command's body, turning UsageError and Ctrl-C into a message and a documented exit code."""
+    """Run a command's body, turning UsageError, Ctrl-C and any other error (a bug) into a message and a
+    documented exit code."""
     try:
         return body()
     except UsageError as error:
@@ -47,3 +50,11 @@ def run_main(name: str, body: Callable[[], int]) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except Exception as error:  # what no check foresaw: a bug, reported as one rather than as bad input
+        traceback.print_exc()
+        print(
+            f"{name}: internal error: {type(error).__name__}: {error}. This is a bug in trlstack, not in "
+            "your input; please report it with the traceback above and the output of `trlstack doctor`.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR

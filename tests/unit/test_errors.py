@@ -5,7 +5,14 @@ from __future__ import annotations
 import sys
 
 import pytest
-from trlstack.errors import Parser, UsageError
+from trlstack.errors import (
+    EXIT_INTERNAL_ERROR,
+    EXIT_INTERRUPTED,
+    EXIT_USER_ERROR,
+    Parser,
+    UsageError,
+    run_main,
+)
 
 
 def parser():
@@ -32,3 +39,21 @@ def test_a_flag_given_no_value_is_refused_by_name(flag):
 def test_a_typed_flag_given_no_value_is_refused_on_every_python():
     with pytest.raises(UsageError, match="argument --count: "):
         parser().parse_args(["--count=--"])
+
+
+def test_each_kind_of_failure_has_its_own_exit_code(capsys):
+    def raising(error: BaseException):
+        def body() -> int:
+            raise error
+
+        return body
+
+    assert run_main("t", raising(UsageError("bad input; do this"))) == EXIT_USER_ERROR == 1
+    assert capsys.readouterr().err == "t: error: bad input; do this\n"
+    assert run_main("t", raising(KeyboardInterrupt())) == EXIT_INTERRUPTED == 130
+    assert capsys.readouterr().err == "t: interrupted\n"
+    assert run_main("t", raising(ZeroDivisionError("division by zero"))) == EXIT_INTERNAL_ERROR == 3
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "ZeroDivisionError" in err
+    assert err.rstrip().endswith("output of `trlstack doctor`.")
+    assert "t: internal error: ZeroDivisionError: division by zero. This is a bug in trlstack" in err

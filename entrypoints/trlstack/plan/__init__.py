@@ -216,6 +216,30 @@ def _shared(
     return chosen, chosen
 
 
+def _check_request(
+    gpus: Sequence[Gpu], port: int, group_port: int, tensor_parallel_size: int | None, num_heads: int | None
+) -> None:
+    """What a plan request must hold whatever the split: two distinct ports, a GPU, sizes of at least 1."""
+    _check_port("--port", port)
+    _check_port("--group-port", group_port)
+    if port == group_port:
+        raise UsageError(
+            f"--port and --group-port are both {port}; the HTTP API and the NCCL weight-transfer group "
+            "need different ports."
+        )
+    if len({gpu.index for gpu in gpus}) != len(gpus):
+        raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
+    if not gpus:
+        raise UsageError(
+            "a vLLM server plan needs a GPU, and there is none; pass --gpus N to plan for a machine with "
+            "N GPUs."
+        )
+    if tensor_parallel_size is not None and tensor_parallel_size < 1:
+        raise UsageError(f"--tensor-parallel-size {tensor_parallel_size} must be at least 1.")
+    if num_heads is not None and num_heads < 1:
+        raise UsageError(f"--num-heads {num_heads} must be at least 1 (the model's attention heads).")
+
+
 def make_plan(
     gpus: Sequence[Gpu],
     serve_gpus: Sequence[int] | None = None,
@@ -237,25 +261,8 @@ def make_plan(
     (default 1: one replica per GPU), on `gpu_memory_utilization` of each GPU's memory (default:
     SHARED_MEMORY_FRACTION when shared, else SPLIT_MEMORY_FRACTION).
     """
-    _check_port("--port", port)
-    _check_port("--group-port", group_port)
-    if port == group_port:
-        raise UsageError(
-            f"--port and --group-port are both {port}; the HTTP API and the NCCL weight-transfer group "
-            "need different ports."
-        )
-    if len({gpu.index for gpu in gpus}) != len(gpus):
-        raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
-    if not gpus:
-        raise UsageError(
-            "a vLLM server plan needs a GPU, and there is none; pass --gpus N to plan for a machine with "
-            "N GPUs."
-        )
+    _check_request(gpus, port, group_port, tensor_parallel_size, num_heads)
     tp = 1 if tensor_parallel_size is None else tensor_parallel_size
-    if tp < 1:
-        raise UsageError(f"--tensor-parallel-size {tp} must be at least 1.")
-    if num_heads is not None and num_heads < 1:
-        raise UsageError(f"--num-heads {num_heads} must be at least 1 (the model's attention heads).")
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
     if len(gpus) == 1 and not share_gpus and not asked:
         return _colocate(gpus, tp, gpu_memory_utilization, port, group_port)

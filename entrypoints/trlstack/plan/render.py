@@ -123,7 +123,7 @@ def _server_rows(plan: Plan) -> list[tuple[str, ...]]:
         ("role", "CUDA_VISIBLE_DEVICES", "layout", "port"),
         (
             "serve",
-            plan.env()["SERVE_GPUS"],
+            plan.env()[Env.PLAN_SERVE_GPUS],
             f"vLLM tensor-parallel {plan.tensor_parallel_size} x data-parallel {plan.data_parallel_size}, "
             f"{plan.gpu_memory_utilization:g} of each GPU's memory",
             f"{plan.port} (HTTP API)",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from trlstack import models, policy
 from trlstack.command import require_program
@@ -50,75 +51,100 @@ def smoke_steps(launch: Launch) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def body() -> int:
-        from trlstack import gpus as gpu_probe
-        from trlstack.roles.train import health
-        from trlstack.run import trl_config
+    return run_main("train", lambda: train(sys.argv[1:] if argv is None else argv, os.environ))
 
-        environ = os.environ
-        settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
-        recipe = resolve_recipe(settings.recipe)
-        config_path = Path(settings.config) if settings.config else recipe.bundled_config
-        user_config = trl_config.load_config(config_path)
 
-        if settings.cpu:
-            visible: list[Gpu] = []
-        elif args.gpus is not None:
-            visible = [Gpu(index) for index in range(args.gpus)]
-        else:
-            visible = gpu_probe.visible_gpus(environ)
-            sharing = settings.share_gpus and settings.mode == "server"
-            if visible and settings.serve_gpus and settings.mode == "server" and not sharing:
-                check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
+def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
+    """train's steps in order: read the settings and the config, find the GPUs, decide the launch, then
+    (unless previewing) wait for the server, write the merged config and run accelerate."""
+    from trlstack.run import trl_config
 
-        output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
-        if not args.print_command:
-            outputs.check_writable(output_dir)
-        checkpoint, incomplete = newest_checkpoint(output_dir)
-        model = settings.model or user_config.get("model_name_or_path")
-        model_config = models.read_config(str(model), environ) if model else None
-
-        def decide(checkpoint: Path | None) -> Launch:
-            unavailable = policy.hub_kernel_unavailable
-            source = str(config_path)
-            return build_launch(settings, user_config, source, visible, checkpoint, unavailable, model_config)
-
-        launch = decide(checkpoint)
-        layout = (launch.sharding, launch.processes)
-        aside = previous_run_to_move(settings, output_dir, recipe, launch.config, say, layout)
-        if aside is not None:  # this run starts anew
-            incomplete = []
-            launch = decide(None)
-        for path in incomplete:
-            say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
-        if settings.cpu:
-            print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
-        for note in launch.notes:
-            say(note)
-
-        files = [(launch.config_path, trl_config.render(launch.config, str(config_path)))]
-        if launch.accelerate_path is not None and launch.accelerate_config is not None:
-            files.append((launch.accelerate_path, render(launch.accelerate_config)))
-        if args.print_command:
-            print(launch.command.shell())
-            for path, text in files:
-                print(f"# {path} (written when train runs):")
-                print("\n".join(f"#   {line}" for line in text.splitlines()))
-            return 0
-        require_program(launch.command)
-        if settings.mode == "server":
-            health.wait_for_health(settings.vllm_url, settings.health_timeout)
-            served = health.served_model(health.check_weight_transfer(settings.vllm_url))
-            say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
-            if served:
-                check_served_model(settings, served, launch.config["model_name_or_path"], environ)
-        if aside is not None:
-            outputs.move_aside(output_dir, aside)
-            say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
-        launch.config_path.parent.mkdir(parents=True, exist_ok=True)
+    settings, args = parse_role(ROLE, TrainSettings, argv, environ)
+    recipe = resolve_recipe(settings.recipe)
+    source = Path(settings.config) if settings.config else recipe.bundled_config
+    user_config = trl_config.load_config(source)
+    gpus = training_gpus(settings, args.gpus, environ)
+    launch, aside = decide(settings, user_config, source, gpus, args.print_command, environ)
+    files = [(launch.config_path, trl_config.render(launch.config, str(source)))]
+    if launch.accelerate_path is not None and launch.accelerate_config is not None:
+        files.append((launch.accelerate_path, render(launch.accelerate_config)))
+    if args.print_command:
+        print(launch.command.shell())
         for path, text in files:
-            write_atomically(path, text)
-            say(f"wrote {path}")
-        return stopping.run(launch.command, environ)
+            print(f"# {path} (written when train runs):")
+            print("\n".join(f"#   {line}" for line in text.splitlines()))
+        return 0
+    require_program(launch.command)
+    if settings.mode == "server":
+        wait_for_server(settings, launch.config["model_name_or_path"], environ)
+    output_dir = Path(launch.config["output_dir"])
+    if aside is not None:
+        outputs.move_aside(output_dir, aside)
+        say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
+    launch.config_path.parent.mkdir(parents=True, exist_ok=True)
+    for path, text in files:
+        write_atomically(path, text)
+        say(f"wrote {path}")
+    return stopping.run(launch.command, environ)
 
-    return run_main("train", body)
+
+def training_gpus(settings: TrainSettings, preview: int | None, environ: Mapping[str, str]) -> list[Gpu]:
+    """The GPUs this run trains on: none for --cpu, N alike for a preview (--gpus N), else the visible ones,
+    refused where they overlap the server's (unless shared on purpose)."""
+    from trlstack import gpus as gpu_probe
+
+    if settings.cpu:
+        return []
+    if preview is not None:
+        return [Gpu(index) for index in range(preview)]
+    visible = gpu_probe.visible_gpus(environ)
+    if visible and settings.serve_gpus and settings.mode == "server" and not settings.share_gpus:
+        check_overlap(visible, settings.serve_gpus, gpu_probe.probe().gpus)
+    return visible
+
+
+def decide(
+    settings: TrainSettings,
+    user_config: Mapping[str, Any],
+    source: Path,
+    gpus: list[Gpu],
+    preview: bool,
+    environ: Mapping[str, str],
+) -> tuple[Launch, Path | None]:
+    """The launch, resuming the newest whole checkpoint of this run, and where the other run in the output
+    folder goes (None: nowhere, it is this run or continued); logs the notes."""
+    recipe = resolve_recipe(settings.recipe)
+    output_dir = Path(settings.output_dir or user_config.get("output_dir") or f"outputs/{recipe.name}")
+    if not preview:
+        outputs.check_writable(output_dir)
+    checkpoint, incomplete = newest_checkpoint(output_dir)
+    model = settings.model or user_config.get("model_name_or_path")
+    model_config = models.read_config(str(model), environ) if model else None
+    unavailable = policy.hub_kernel_unavailable
+
+    def launch_from(checkpoint: Path | None) -> Launch:
+        return build_launch(settings, user_config, str(source), gpus, checkpoint, unavailable, model_config)
+
+    launch = launch_from(checkpoint)
+    layout = (launch.sharding, launch.processes)
+    aside = previous_run_to_move(settings, output_dir, recipe, launch.config, say, layout)
+    if aside is not None:  # this run starts anew
+        incomplete, launch = [], launch_from(None)
+    for path in incomplete:
+        say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
+    if settings.cpu:
+        print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
+    for note in launch.notes:
+        say(note)
+    return launch, aside
+
+
+def wait_for_server(settings: TrainSettings, trained: str, environ: Mapping[str, str]) -> None:
+    """Wait until the server answers, has a weight-transfer engine and serves the model trained."""
+    from trlstack.roles.train import health
+
+    health.wait_for_health(settings.vllm_url, settings.health_timeout)
+    served = health.served_model(health.check_weight_transfer(settings.vllm_url))
+    say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
+    if served:
+        check_served_model(settings, served, trained, environ)
