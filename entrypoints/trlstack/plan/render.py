@@ -130,7 +130,7 @@ def _server_rows(plan: Plan) -> list[tuple[str, ...]]:
         ),
         (
             "train",
-            plan.env()["TRAIN_GPUS"],
+            plan.env()[Env.PLAN_TRAIN_GPUS],
             f"accelerate, {_processes(plan)}",
             f"{plan.group_port} (NCCL weight transfer)",
         ),
@@ -143,7 +143,7 @@ def _colocate_rows(plan: Plan) -> list[tuple[str, ...]]:
         ("serve", "-", "none: no vLLM server"),
         (
             "train",
-            plan.env()["TRAIN_GPUS"],
+            plan.env()[Env.PLAN_TRAIN_GPUS],
             f"accelerate, {_processes(plan)}, vLLM inside it (train --vllm-mode colocate)",
         ),
     ]
