@@ -77,7 +77,17 @@ BAD_ENV = [
     ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
     ({"VLLM_PORT": "80000"}, "VLLM_PORT='80000' in .env is not a TCP port (1-65535)"),
     ({"VLLM_GROUP_PORT": "8000"}, "VLLM_PORT and VLLM_GROUP_PORT are both 8000"),
+    ({"WEIGHT_TRANSFER": "IPC"}, "WEIGHT_TRANSFER='IPC' in .env is not one of auto, nccl, ipc"),
+    ({"WEIGHT_TRANSFER": "ipc"}, "WEIGHT_TRANSFER=ipc in .env hands the server CUDA-IPC handles"),
+    ({"WEIGHT_TRANSFER": "ipc"}, "write WEIGHT_TRANSFER=nccl for disjoint GPUs"),
 ]
+
+
+def test_the_weight_transfer_the_plan_writes_passes_and_an_older_env_without_it_too():
+    assert check_env({**EIGHT, "WEIGHT_TRANSFER": "nccl"})
+    assert check_env({"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "WEIGHT_TRANSFER": "ipc"})
+    assert check_env({"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "WEIGHT_TRANSFER": "nccl"})
+    assert check_env({**EIGHT, "WEIGHT_TRANSFER": ""})  # compose passes an unset key empty: auto
 
 
 @pytest.mark.parametrize(("change", "message"), BAD_ENV, ids=[str(case[0]) for case in BAD_ENV])
