@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import functools
 import importlib
+import json
 import pickle
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -63,29 +64,40 @@ class Server:
     and no timeout of its own: an update is not repeated, and the push guard bounds the push."""
 
     def __init__(self, base_url: str) -> None:
-        import requests
-
         self.base_url = base_url.rstrip("/")
-        self.session = requests.Session()
+
+    def _call(self, path: str, payload: Mapping[str, Any] | None = None) -> Any:
+        """POST `payload` as JSON (GET without one); the answer's JSON, or RuntimeError naming the answer."""
+        import urllib.error
+        import urllib.request
+
+        data = None if payload is None else json.dumps(dict(payload)).encode()
+        request = urllib.request.Request(f"{self.base_url}{path}", data=data)
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request) as response:
+                return json.loads(response.read() or b"null")
+        except urllib.error.HTTPError as error:
+            text = error.read().decode(errors="replace")
+            raise RuntimeError(
+                f"the vLLM server at {self.base_url} answered {path} with {error.code}: {text[-1500:]}"
+            ) from None
 
     def _post(self, path: str, payload: Mapping[str, Any]) -> None:
-        response = self.session.post(f"{self.base_url}{path}", json=dict(payload))
-        if response.status_code != 200:
-            raise RuntimeError(
-                f"the vLLM server at {self.base_url} answered {path} with {response.status_code}: "
-                f"{response.text[-1500:]}"
-            )
+        self._call(path, payload)
 
     def backend(self) -> str | None:
         """The server's weight-transfer engine (None: it has none)."""
-        response = self.session.get(f"{self.base_url}/server_info", params={"config_format": "json"})
-        if response.status_code == 404:
+        try:
+            return backend_of(self._call("/server_info?config_format=json"))
+        except RuntimeError as error:
+            if " with 404:" not in str(error):
+                raise
             raise RuntimeError(
                 f"the vLLM server at {self.base_url} has no development endpoints (/server_info): start it "
                 "with serve-vllm, which sets VLLM_SERVER_DEV_MODE=1"
-            )
-        response.raise_for_status()
-        return backend_of(response.json())
+            ) from None
 
     def join(self, transfer: str) -> None:
         """Check that the server's engine is `transfer`'s; for IPC, initialise it (nothing to set up)."""
