@@ -14,7 +14,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
 from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
-from trlstack.transfer import CHOICES, check, resolve
+from trlstack.transfer import CHOICES, IPC, check, resolve
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
 LAYOUT_VARIANTS = ("shared", "isolated", COLOCATE_VARIANT)
@@ -89,7 +89,7 @@ def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
         ) from None
 
 
-def _env_transfer(values: Mapping[str, str], share: bool) -> None:
+def _env_transfer(values: Mapping[str, str], share: bool, variant: str) -> None:
     """WEIGHT_TRANSFER as both roles will read it: empty (auto), or a transport that reaches the server."""
     key = Env.PLAN_WEIGHT_TRANSFER
     raw = values.get(key, "")
@@ -97,6 +97,12 @@ def _env_transfer(values: Mapping[str, str], share: bool) -> None:
         return
     if raw not in CHOICES:
         raise UsageError(f"{key}={raw!r} in .env is not one of {', '.join(CHOICES)}; fix or remove the line.")
+    if raw == IPC and variant == "isolated":
+        raise UsageError(
+            f"{key}=ipc in .env: CUDA IPC needs the two roles in one IPC and PID namespace on loopback, and "
+            f"{Env.VARIANT}=isolated keeps them apart (it always pushes over NCCL); write {key}=nccl, or use "
+            "the shared layout."
+        )
     try:
         check(resolve(raw, share), share)
     except UsageError:
@@ -164,7 +170,7 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
             f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
         )
     _env_fraction(values, memory_key)
-    _env_transfer(values, share)
+    _env_transfer(values, share, variant)
     tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
     needed = (tp or 1) * (dp or 1)
     if needed > len(serve):

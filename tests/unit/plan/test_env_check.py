@@ -90,6 +90,13 @@ def test_the_weight_transfer_the_plan_writes_passes_and_an_older_env_without_it_
     assert check_env({**EIGHT, "WEIGHT_TRANSFER": ""})  # compose passes an unset key empty: auto
 
 
+def test_the_isolated_layout_refuses_cuda_ipc_it_cannot_carry():
+    shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "TRLSTACK_VARIANT": "isolated"}
+    with pytest.raises(UsageError, match="TRLSTACK_VARIANT=isolated keeps them apart"):
+        check_env({**shared, "WEIGHT_TRANSFER": "ipc"})
+    assert check_env({**shared, "WEIGHT_TRANSFER": "nccl"})
+
+
 @pytest.mark.parametrize(("change", "message"), BAD_ENV, ids=[str(case[0]) for case in BAD_ENV])
 def test_a_hand_written_plan_is_refused_naming_the_variable_as_written(change, message):
     values = {key: value for key, value in {**EIGHT, **change}.items() if value is not None}
