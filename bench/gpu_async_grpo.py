@@ -106,6 +106,10 @@ def train_argv(
              "--report_to", "none"]  # fmt: skip
     if recipe == "async-grpo":
         argv += ["--token_budget", "0", "--dtype", "bfloat16"]
+    elif getattr(
+        args, "bf16_weights", False
+    ):  # the same weights dtype as async-grpo's (gpu_server_mode --ipc)
+        argv += ["--dtype", "bfloat16"]
     return argv
 
 
