@@ -150,7 +150,10 @@ def study(args: argparse.Namespace, argv: list[str]) -> int:
         args.out = Path("bench/results/gpu_ipc.json")  # never over the NCCL study's results
     keys = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
     args.passthrough = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
-    gpu = probe().gpus[0]
+    found = probe().gpus
+    if not found:
+        raise SystemExit("gpu_server_mode.py --ipc needs a GPU (NVML shows none)")
+    gpu = found[0]
     largest, why = largest_fitting(gpu.memory_bytes or 80 << 30)
     shapes = list(dict.fromkeys(args.shapes or ["0.5B", "1.5B", largest]))
     work = Path(tempfile.mkdtemp(prefix="ipc-bench-"))
