@@ -78,3 +78,17 @@ def describe(chosen: str, share_gpus: bool) -> str:
     if share_gpus:
         return "weights are pushed over NCCL sockets, not P2P/NVLink"
     return "weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+
+
+def backend_mismatch(backend: str | None, transfer: str, url: str) -> str | None:
+    """Why a server whose weight-transfer engine is `backend` (None: none) cannot take this trainer's
+    `transfer`, naming the fix; None when it can."""
+    if backend == transfer:
+        return None
+    started = f"started with the {backend} weight-transfer engine" if backend else "started with none"
+    other = NCCL if transfer == IPC else IPC
+    return (
+        f"the vLLM server at {url} was {started}, and this trainer pushes its weights through {transfer} "
+        f"({FLAG}, {Env.WEIGHT_TRANSFER}): give serve-vllm and train the same {FLAG} (auto picks ipc for "
+        f"both with --share-gpus), or train with {FLAG} {other}"
+    )

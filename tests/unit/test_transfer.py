@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from trlstack.errors import UsageError
 from trlstack.run.settings import TrainSettings
-from trlstack.run.weight_transfer import weight_transfer
+from trlstack.run.weight_transfer import check_server, chosen, weight_transfer
 from trlstack.transfer import check, describe, resolve
 
 
@@ -86,3 +86,16 @@ def test_a_transport_that_cannot_reach_the_server_is_refused_naming_the_fix(fiel
 @pytest.mark.parametrize("url", ["http://127.0.0.1:8000", "http://localhost:8100", "http://[::1]:8000"])
 def test_a_loopback_server_takes_cuda_ipc(url):
     assert weight_transfer(run(share_gpus=True, vllm_url=url))[1]["TRLSTACK_WEIGHT_TRANSFER"] == "ipc"
+
+
+def test_a_server_started_for_the_other_transport_is_refused_before_anything_starts():
+    ipc, nccl = ({"weight_transfer_config": {"backend": b}} for b in ("ipc", "nccl"))
+    check_server(ipc, chosen(run(share_gpus=True)), "http://127.0.0.1:8000")
+    check_server(nccl, chosen(run()), "http://127.0.0.1:8000")
+    check_server(nccl, chosen(run(vllm_mode="colocate")), "http://127.0.0.1:8000")  # no server to check
+    with pytest.raises(UsageError) as error:
+        check_server(nccl, chosen(run(share_gpus=True)), "http://127.0.0.1:8000")
+    assert str(error.value).startswith("The vLLM server at http://127.0.0.1:8000 was started with the nccl")
+    assert "give serve-vllm and train the same --weight-transfer" in str(error.value)
+    with pytest.raises(UsageError, match="started with the ipc weight-transfer engine"):
+        check_server(ipc, chosen(run()), "http://127.0.0.1:8000")

@@ -41,7 +41,7 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.recipes import RECIPES
-from trlstack.transfer import IPC, NCCL
+from trlstack.transfer import IPC, NCCL, backend_mismatch
 from trlstack.vllm_plugin import import_ipc_engine
 
 # vLLM's packed mode: the parameters are copied into one buffer of this size (at least the largest parameter)
@@ -126,15 +126,9 @@ def backend_of(server_info: Mapping[str, Any]) -> str | None:
 
 def check_backend(backend: str | None, transfer: str, url: str) -> None:
     """RuntimeError naming the fix where the server's engine is not the one this trainer pushes through."""
-    if backend == transfer:
-        return
-    started = f"started with the {backend} weight-transfer engine" if backend else "started with none"
-    other = NCCL if transfer == IPC else IPC
-    raise RuntimeError(
-        f"the vLLM server at {url} was {started}, and this trainer pushes its weights through {transfer} "
-        f"(--weight-transfer, {Env.WEIGHT_TRANSFER}): give serve-vllm and train the same --weight-transfer "
-        f"(auto picks ipc for both with --share-gpus), or train with --weight-transfer {other}"
-    )
+    problem = backend_mismatch(backend, transfer, url)
+    if problem is not None:
+        raise RuntimeError(problem)
 
 
 def http_update(info: Any) -> dict[str, Any]:

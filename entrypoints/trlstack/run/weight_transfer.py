@@ -4,13 +4,14 @@ every rank (TRLSTACK_WEIGHT_TRANSFER, which rank/run.py acts on through rank/ipc
 from __future__ import annotations
 
 import urllib.parse
+from collections.abc import Mapping
 from typing import Any
 
 from trlstack.addresses import is_loopback
 from trlstack.defaults import LOOPBACK, Env
 from trlstack.errors import UsageError
 from trlstack.run.settings import TrainSettings
-from trlstack.transfer import AUTO, FLAG, IPC, check, describe, resolve
+from trlstack.transfer import AUTO, FLAG, IPC, backend_mismatch, check, describe, resolve
 
 
 def chosen(settings: TrainSettings) -> str | None:
@@ -45,3 +46,15 @@ def weight_transfer(settings: TrainSettings) -> tuple[dict[str, Any], dict[str, 
     how = "chosen" if settings.weight_transfer != AUTO else "auto"
     note = f"weight transfer {transfer} ({FLAG} {how}): {describe(transfer, settings.share_gpus)}"
     return {}, {Env.WEIGHT_TRANSFER: transfer}, [note]
+
+
+def check_server(vllm_config: Mapping[str, Any], transfer: str | None, url: str) -> None:
+    """UsageError, before anything starts, where the server's engine (its /server_info vllm_config) is not
+    the one this run pushes through (`chosen`); nothing to check without a transport."""
+    if transfer is None:
+        return
+    config = vllm_config.get("weight_transfer_config")
+    backend = config.get("backend") if isinstance(config, Mapping) else None
+    problem = backend_mismatch(backend, transfer, url)
+    if problem is not None:
+        raise UsageError(problem[0].upper() + problem[1:] + ".")
