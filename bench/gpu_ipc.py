@@ -60,6 +60,7 @@ def async_vs_grpo(args: argparse.Namespace, url: str, model_dir: Path, work: Pat
         layout="shared-gpu", steps=args.async_steps, skip=max(1, args.async_steps // 3), batch=args.batch,
         generations=args.generations, completion_tokens=args.completion_tokens,
         prompt_words=args.prompt_words, max_staleness=4, case_timeout=900, bf16_weights=True,
+        weight_transfer="ipc",
     )  # fmt: skip
     data = gpu_async_grpo.make_dataset(work, args.prompt_words)
     rows: dict = {"weights_dtype": "bfloat16 in both (grpo --dtype bfloat16, async-grpo's own)"}

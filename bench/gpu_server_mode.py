@@ -57,7 +57,7 @@ def start_server(
     log: Path,
     eager: bool,
     kv_cache_bytes: int | None,
-    transfer: str | None = None,
+    transfer: str = "nccl",
 ) -> tuple:
     serve_gpu, _, shared = LAYOUTS[layout]
     port = free_port()
@@ -66,7 +66,7 @@ def start_server(
             *(["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
             str(fraction), *(["--share-gpus"] if shared else []),
-            *(["--weight-transfer", transfer] if transfer else []),
+            "--weight-transfer", transfer,
             *(["--", *vllm] if vllm else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu, "VLLM_CACHE_ROOT": str(cache)}
     started = time.perf_counter()

@@ -3,7 +3,7 @@
 vLLM's IPC engine; every training rank hands it CUDA-IPC handles to its own GPU memory; the server generates
 with the pushed weights. grpo five steps and async-grpo ten, rloo and online-dpo two; a server wedged while
 loading ends the run within the push's bound, naming the phase. On the tiny model and the reward it earns in
-varying amounts (rewards.py). Needs vLLM, TRL and one GPU.
+varying amounts (rewards.py); two FSDP2 ranks on the one GPU too. Needs vLLM, TRL and one GPU.
 
     uv run --frozen --extra gpu pytest tests/gpu/test_ipc.py -v
 """
@@ -17,12 +17,13 @@ from pathlib import Path
 import pytest
 import test_async_grpo
 import test_server_mode
-from gpu_env import HERE, LAYOUTS, free_port, max_weight_change, missing, start_server, stop, wait_healthy
+import test_train_fsdp
+from gpu_env import HERE, Layout, free_port, max_weight_change, missing, start_server, stop, wait_healthy
 from test_server_mode import Served, checkpoints, fixed_sequence, losses, server_logprobs, trainer_logprobs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
 
-SHARED = next(layout for layout in LAYOUTS if layout.name == "shared-gpu")
+SHARED = Layout("shared-gpu-ipc", serve_gpus="0", train_gpus="0", share=True, needs_gpus=1)  # auto: ipc
 SERVER_ENGINE = "Creating weight transfer engine: IPCWeightTransferEngine"
 TRAINER_PUSH = "train: weights reach the vLLM server through CUDA IPC (TRLSTACK_WEIGHT_TRANSFER=ipc)"
 STUCK_PHASE = "stuck while waiting for the vLLM server to load the parameters up to "
@@ -96,6 +97,22 @@ def test_rloo_and_online_dpo_train_two_steps_through_cuda_ipc(served, tiny, tmp_
     saved = checkpoints(output)
     assert [int(c.name.split("-")[1]) for c in saved] == [1, 2] and len(losses(saved[-1])) == 2
     assert max_weight_change(tiny / "model", saved[-1]) > 1e-4, f"{recipe} did not change the weights"
+
+
+def test_two_fsdp2_ranks_on_the_gpu_each_hand_over_their_copy_and_the_server_follows(served, tiny, tmp_path):
+    # Two ranks on the one GPU (--ranks-per-gpu 2, FSDP2): each gathers every parameter whole and shares its
+    # copy; vLLM's sender all-gathers the ranks' handles and the first rank posts them.
+    before = server_logprobs(served.url, *fixed_sequence(tiny))
+    output, log = tmp_path / "out", tmp_path / "train.log"
+    argv = test_train_fsdp.server_argv(tiny, served, output)
+    done = test_train_fsdp.run(argv, log, served.layout.train_gpus, "--max_steps", "3", "--save_steps", "3")
+    text = log.read_text()
+    assert done.returncode == 0, text[-4000:]
+    assert TRAINER_PUSH in text
+    assert test_train_fsdp.shards(output / "checkpoint-3") == ["__0_0.distcp", "__1_0.distcp"]
+    assert max_weight_change(tiny / "model", output) > 1e-4, "the weights did not change"
+    after = server_logprobs(served.url, *fixed_sequence(tiny))
+    assert max(abs(a - b) for a, b in zip(before, after, strict=True)) > 1e-3, "the server never changed"
 
 
 def test_a_server_wedged_while_loading_ends_the_run_within_the_bound_naming_the_phase(
