@@ -129,6 +129,12 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
             "inside the "
             f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
         )
+    transfer_key = Env.PLAN_WEIGHT_TRANSFER
+    if values.get(transfer_key, "").strip():
+        raise UsageError(
+            f"{transfer_key}={values[transfer_key]} sets how weights reach a vLLM server, but {variant} runs "
+            f"vLLM inside the trainer and no server; remove {transfer_key} for colocate, or {SERVER_PLAN}."
+        )
     train = _env_gpus(values, train_key)
     processes = _env_count(values, processes_key)
     if processes is not None and processes > len(train):

@@ -90,6 +90,13 @@ def test_the_weight_transfer_the_plan_writes_passes_and_an_older_env_without_it_
     assert check_env({**EIGHT, "WEIGHT_TRANSFER": ""})  # compose passes an unset key empty: auto
 
 
+def test_a_colocate_plan_refuses_a_weight_transfer_it_has_no_server_for():
+    colocate = {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "WEIGHT_TRANSFER": "ipc"}
+    with pytest.raises(UsageError, match="WEIGHT_TRANSFER=ipc sets how weights reach a vLLM server, but"):
+        check_env(colocate)
+    assert check_env({**colocate, "WEIGHT_TRANSFER": ""})
+
+
 def test_the_isolated_layout_refuses_cuda_ipc_it_cannot_carry():
     shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "TRLSTACK_VARIANT": "isolated"}
     with pytest.raises(UsageError, match="TRLSTACK_VARIANT=isolated keeps them apart"):
