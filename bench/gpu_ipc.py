@@ -46,11 +46,15 @@ def largest_fitting(gpu_bytes: int) -> tuple[str, str]:
     return fitting, why
 
 
-def push_case(url: str, model_dir: Path, transport: str, args: argparse.Namespace, env: dict) -> dict:
+def push_cases(url: str, model_dir: Path, transports: tuple[str, ...], args, env: dict) -> dict:
+    """Each transport's pushes (bench/gpu_push.py, one process, the weights loaded once)."""
     argv = [sys.executable, str(HERE / "gpu_push.py"), "--url", url, "--model-dir", str(model_dir),
-            "--transport", transport, "--pushes", str(args.pushes)]  # fmt: skip
+            "--transports", *transports, "--pushes", str(args.pushes)]  # fmt: skip
     result = run_case(argv, args.case_timeout, env)
-    print(f"push {transport}: {result.get('median_s')} s, {result.get('gb_per_s')} GB/s", flush=True)
+    if result.pop("status") != "ok":
+        return {transport: {"status": "failed", "reason": result.get("reason")} for transport in transports}
+    for transport, row in result.items():
+        print(f"push {transport}: {row['median_s']:.3f} s, {row['gb_per_s']:.1f} GB/s", flush=True)
     return result
 
 
@@ -85,26 +89,26 @@ def make_model(shape: str, work: Path) -> Path:
     return model_dir
 
 
-def over_ipc(shape: str, first: bool, model_dir: Path, args, work: Path, report: dict, row: dict) -> None:
-    """The IPC server: its pushes, the GRPO step through it, and at the first shape async-grpo and grpo."""
+def over_ipc(shape: str, model_dir: Path, args, work: Path, report: dict, row: dict) -> None:
+    """The IPC server: its pushes; at a step shape the GRPO step through it (CUDA graphs, as colocate has
+    them), and at the first step shape async-grpo and grpo."""
+    stepped = shape in args.step_shapes
     server, url, row["ipc_server_start_s"] = start_server(
-        model_dir,
-        "shared-gpu",
-        work / "server-cache",
-        work / f"ipc-{shape}.log",
-        False,
-        KV_CACHE_BYTES,
-        "ipc",
-    )
+        model_dir, "shared-gpu", work / "server-cache", work / f"ipc-{shape}.log", not stepped,
+        KV_CACHE_BYTES, "ipc",
+    )  # fmt: skip
+    row["ipc_server_enforce_eager"] = not stepped
     try:
         env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
-        row["push"] = {transport: push_case(url, model_dir, transport, args, env) for transport in PUSHES}
+        row["push"] = push_cases(url, model_dir, PUSHES, args, env)
+        if not stepped:
+            return
         os.environ.update(BENCH_SERVER_URL=url, CUDA_VISIBLE_DEVICES="0", TRLSTACK_WEIGHT_TRANSFER="ipc")
         args.compile_cache = work / "trainer-cache"
         case = run_child(("grpo-server", shape, VARIANT), str(model_dir), args)
         row["step_server_ipc"] = summary(case, row["weights_bytes"])
         print(f"{shape} server over IPC: {row['step_server_ipc']}", flush=True)
-        if first and args.async_steps:
+        if shape == args.step_shapes[0] and args.async_steps:
             report["async_vs_grpo_ipc"] = {"shape": shape, **async_vs_grpo(args, url, model_dir, work)}
     finally:
         os.environ.pop("TRLSTACK_WEIGHT_TRANSFER", None)
@@ -129,19 +133,22 @@ def over_nccl(shape: str, model_dir: Path, args, work: Path, row: dict) -> None:
             "VLLM_HOST_IP": "127.0.0.1",
             **nccl_host_id("train"),
         }
-        row["push"]["nccl-sockets"] = push_case(url, model_dir, "nccl", args, env)
+        row["push"]["nccl-sockets"] = push_cases(url, model_dir, ("nccl",), args, env)["nccl"]
     finally:
         stop(server)
 
 
 def colocated(shape: str, model_dir: Path, args, work: Path, row: dict) -> None:
+    if shape not in args.step_shapes:
+        return
     os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     args.compile_cache = work / "colocate-cache"
     row["step_colocate"] = summary(
         run_child(("grpo", shape, VARIANT), str(model_dir), args), row["weights_bytes"]
     )
     print(f"{shape} colocate: {row['step_colocate']}", flush=True)
-    server_s, colocate_s = row["step_server_ipc"].get("step_s"), row["step_colocate"].get("step_s")
+    server_s = row.get("step_server_ipc", {}).get("step_s")
+    colocate_s = row["step_colocate"].get("step_s")
     if server_s and colocate_s:
         row["server_ipc_vs_colocate_step"] = server_s / colocate_s
 
@@ -157,6 +164,7 @@ def study(args: argparse.Namespace, argv: list[str]) -> int:
     gpu = found[0]
     largest, why = largest_fitting(gpu.memory_bytes or 80 << 30)
     shapes = list(dict.fromkeys(args.shapes or ["0.5B", "1.5B", largest]))
+    args.step_shapes = [shape for shape in shapes if args.step_shapes is None or shape in args.step_shapes]
     work = Path(tempfile.mkdtemp(prefix="ipc-bench-"))
     report: dict = {
         "benchmark": "CUDA IPC against NCCL sockets on one GPU: the push, the GRPO step against colocate, "
@@ -164,6 +172,7 @@ def study(args: argparse.Namespace, argv: list[str]) -> int:
         "command": " ".join(["python", "bench/gpu_server_mode.py", *argv]),
         "gpu": gpu.name, "largest_shape": largest, "largest_why": why,
         "server_kv_cache_bytes": KV_CACHE_BYTES, "pushes": args.pushes, "variant": VARIANT,
+        "step_shapes": args.step_shapes,
         **{k: getattr(args, k) for k in keys}, "versions": versions(), "shapes": {},
     }  # fmt: skip
 
@@ -171,11 +180,11 @@ def study(args: argparse.Namespace, argv: list[str]) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(report, indent=1) + "\n")
 
-    for index, shape in enumerate(shapes):
+    for shape in shapes:
         model_dir = make_model(shape, work)
         row: dict = {"weights_bytes": weights_bytes(model_dir)}
         report["shapes"][shape] = row
-        over_ipc(shape, index == 0, model_dir, args, work, report, row)
+        over_ipc(shape, model_dir, args, work, report, row)
         write()
         over_nccl(shape, model_dir, args, work, row)
         write()

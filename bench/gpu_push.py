@@ -9,9 +9,10 @@ each push timed from the first byte handed over to the server's answer that it h
   own (NCCL_HOSTID, set by the caller), so the bytes go over NCCL's sockets.
 
 Also the trainer-side memory a push adds at its peak (torch's allocator: the packed buffer; unpacked shares
-the parameters themselves). Prints one JSON line.
+the parameters themselves). Several transports of one engine run in turn in the one process (the weights
+loaded once). Prints one JSON line: {transport: result}.
 
-    python bench/gpu_push.py --url http://127.0.0.1:8000 --model-dir DIR --transport ipc-packed
+    python bench/gpu_push.py --url http://127.0.0.1:8000 --model-dir DIR --transports ipc-packed ipc-unpacked
 """
 
 from __future__ import annotations
@@ -48,11 +49,30 @@ def pusher(transport: str, url: str, model, group_port: int):
     return lambda: ipc_push.send(named(), server, largest)
 
 
+def measure(push, pushes: int, warmup: int) -> tuple[list[float], list[int]]:
+    """Seconds of each timed push, and the memory each added at its peak (bytes, torch's allocator)."""
+    import torch
+
+    seconds, extra = [], []
+    for index in range(warmup + pushes):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        started = time.perf_counter()
+        push()
+        torch.cuda.synchronize()
+        took = time.perf_counter() - started
+        if index >= warmup:
+            seconds.append(took)
+            extra.append(torch.cuda.max_memory_allocated() - before)
+    return seconds, extra
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", required=True)
     parser.add_argument("--model-dir", required=True)
-    parser.add_argument("--transport", choices=TRANSPORTS, required=True)
+    parser.add_argument("--transports", nargs="+", choices=TRANSPORTS, required=True)
     parser.add_argument("--pushes", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=1, help="pushes first, not timed")
     parser.add_argument("--group-port", type=int, default=51216)
@@ -63,25 +83,17 @@ def main() -> None:
 
     model = AutoModelForCausalLM.from_pretrained(args.model_dir, dtype=torch.bfloat16).to("cuda:0")
     pushed = sum(p.numel() * p.element_size() for p in model.parameters())
-    push = pusher(args.transport, args.url, model, args.group_port)
-    seconds, extra = [], []
-    for index in range(args.warmup + args.pushes):
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        started = time.perf_counter()
-        push()
-        torch.cuda.synchronize()
-        took = time.perf_counter() - started
-        if index >= args.warmup:
-            seconds.append(took)
-            extra.append(torch.cuda.max_memory_allocated() - before)
-    median = statistics.median(seconds)
-    print(json.dumps({
-        "transport": args.transport, "tensors": len(list(model.parameters())), "bytes": pushed,
-        "push_s": seconds, "median_s": median, "gb_per_s": pushed / median / 1e9,
-        "trainer_extra_peak_mib": max(extra) / 2**20, "gpu": torch.cuda.get_device_name(0),
-    }))  # fmt: skip
+    results = {}
+    for transport in args.transports:
+        push = pusher(transport, args.url, model, args.group_port)
+        seconds, extra = measure(push, args.pushes, args.warmup)
+        median = statistics.median(seconds)
+        results[transport] = {
+            "tensors": len(list(model.parameters())), "bytes": pushed, "push_s": seconds, "median_s": median,
+            "gb_per_s": pushed / median / 1e9, "trainer_extra_peak_mib": max(extra) / 2**20,
+            "gpu": torch.cuda.get_device_name(0),
+        }  # fmt: skip
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ With --ipc, on one GPU: the weight push through CUDA IPC against NCCL sockets, a
 side by side at each shape (default 0.5B, 1.5B and the largest shape whose trainer fits beside vLLM's share,
 by trlstack's memory estimate, which the report says). For each shape: a server with vLLM's IPC engine
 (`serve-vllm --share-gpus`, fixed 2 GiB KV cache), pushed to --pushes times from a process holding the bf16
-weights (bench/gpu_push.py: packed and unpacked), then the GRPO step over IPC (the `grpo-server` case, its
-ranks' push replaced as train's are); a server with the NCCL engine (`--weight-transfer nccl`), pushed to the
-same way through TRL's client; the colocated step. At the first shape also async-grpo against grpo over IPC
-(bench/gpu_async_grpo.py's runs, both with bf16 weights). Writes JSON and a plot beside it.
+weights (bench/gpu_push.py: packed and unpacked), then, at the --step-shapes (all by default), the GRPO step
+over IPC (the `grpo-server` case, its ranks' push replaced as train's are); a server with the NCCL engine
+(`--weight-transfer nccl`, eager), pushed to the same way through TRL's client; at the step shapes the
+colocated step. At the first step shape also async-grpo against grpo over IPC (bench/gpu_async_grpo.py's
+runs, both with bf16 weights). Servers that only take pushes run eager. Writes JSON and a plot beside it.
 
     python bench/gpu_server_mode.py --ipc --out bench/results/gpu_ipc.json
 """
@@ -142,7 +143,14 @@ def main() -> int:
     )
     parser.add_argument("--ipc", action="store_true", help="CUDA IPC against NCCL sockets on one GPU (above)")
     parser.add_argument("--pushes", type=int, default=5, help="--ipc: timed pushes per transport")
-    parser.add_argument("--async-steps", type=int, default=10, help="--ipc: steps of async-grpo and grpo")
+    parser.add_argument(
+        "--async-steps", type=int, default=10, help="--ipc: steps of async-grpo and grpo (0: none)"
+    )
+    parser.add_argument(
+        "--step-shapes",
+        nargs="*",
+        help="--ipc: shapes whose GRPO step is also measured, server and colocate (all)",
+    )
     args = parser.parse_args()
     if args.ipc:
         import gpu_ipc
