@@ -175,6 +175,7 @@ EXERCISED: dict[str, Exercise] = {
     "trlstack plan --share-gpus --format env -o .env": Dry(append="--gpus 1"),
     "train grpo --vllm-mode colocate": Dry(append="--gpus 1 --print-command"),
     "python bench/gpu_server_mode.py --layout shared-gpu": Dry(append=HELP, cwd="repo"),
+    "python bench/gpu_server_mode.py --ipc --out bench/results/gpu_ipc.json": Dry(append=HELP, cwd="repo"),
     # README.md and slurm/README.md: Slurm
     f"trlstack export --format sif {IMAGE_TAG} -o /shared/images/trlstack.sif": Dry(append="--print-command"),
     f"trlstack export --format sqsh {IMAGE_TAG} -o /shared/images/trlstack.sqsh": Dry(

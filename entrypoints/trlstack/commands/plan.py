@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
@@ -18,8 +19,10 @@ from trlstack.option_types import positive_float, positive_int
 from trlstack.options import add_settings, declared, flag, settings_from, switch
 from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, Plan, make_plan
 from trlstack.plan.env_check import SERVICES, check_env
+from trlstack.plan.memory import count_parameters
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
+from trlstack.transfer import weight_transfer_setting
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,10 @@ class PlanRequest:
     share_gpus: bool = switch(
         None,
         "run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
-        "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
-        "instead of P2P/NVLink (on one GPU the default is colocate instead: no server)",
+        "up while the trainer restarts, server mode on one GPU; the weights go through CUDA IPC (on one GPU "
+        "the default is the layout measured faster for --model's size: colocate, no server, or this)",
     )
+    weight_transfer: str = weight_transfer_setting()
     tensor_parallel_size: int = declared(TENSOR_PARALLEL, 1)
     gpu_memory_utilization: float | None = declared(MEMORY_FRACTION)
     num_heads: int | None = flag(
@@ -71,7 +75,7 @@ class PlanRequest:
     )
 
 
-SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus")
+SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus", "weight_transfer")
 SERVER = ("tensor_parallel_size", "gpu_memory_utilization", "num_heads")
 MEMORY = ("model", "gpu_memory")
 RESULT = ("format", "output", "check", "service")
@@ -121,17 +125,24 @@ def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
     return visible
 
 
-def memory_lines(plan: Plan, model: str, gpu_memory: float | None) -> list[str]:
-    """The trainer's memory estimate for `model` on the plan's training GPUs (GRPO's defaults)."""
+def model_config(model: str) -> dict[str, Any]:
+    """--model's config.json (UsageError naming what to give instead)."""
+    from trlstack.run.sharding import read_model_config
+
+    return read_model_config(model, os.environ)
+
+
+def memory_lines(plan: Plan, config: Mapping[str, Any], gpu_memory: float | None) -> list[str]:
+    """The trainer's memory estimate for the model of `config` on the plan's training GPUs (GRPO's
+    defaults)."""
     import dataclasses
 
-    from trlstack.run.sharding import read_model_config, summary
+    from trlstack.run.sharding import summary
 
     train = list(plan.train)
     if gpu_memory is not None:
         train = [dataclasses.replace(gpu, memory_bytes=int(gpu_memory * (1 << 30))) for gpu in train]
     share = plan.vllm_share_of_training_gpus
-    config = read_model_config(model, os.environ)
     return summary(config, train, plan.num_processes, share)
 
 
@@ -145,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
     ports = settings_from(Ports, args)
     serve_gpus = None if request.serve_gpus is None else parse_gpu_spec(request.serve_gpus, "--serve-gpus")
     train_gpus = None if request.train_gpus is None else parse_gpu_spec(request.train_gpus, "--train-gpus")
+    config = None if request.model is None else model_config(request.model)
     plan = make_plan(
         machine_gpus(request.gpus, os.environ),
         serve_gpus=serve_gpus,
@@ -156,9 +168,11 @@ def run(args: argparse.Namespace) -> int:
         group_port=ports.group_port,
         share_gpus=request.share_gpus,
         gpu_memory_utilization=request.gpu_memory_utilization,
+        weight_transfer=request.weight_transfer,
+        parameters=None if config is None else count_parameters(config)[0],
     )
-    if request.model is not None:
-        for line in memory_lines(plan, request.model, request.gpu_memory):
+    if config is not None:
+        for line in memory_lines(plan, config, request.gpu_memory):
             print(f"trlstack plan: {line}", file=sys.stderr)
     if request.output is None:
         sys.stdout.write(render(plan, request.format))

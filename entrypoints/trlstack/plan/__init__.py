@@ -2,10 +2,11 @@
 that follow; part of the core, which every role and command reads it from.
 
 `make_plan` is a pure function of the GPUs and the request. The two GPU sets are disjoint unless the plan
-shares them, which is only ever chosen (`--share-gpus`, SHARE_GPUS=1 in .env): then the server and the
-trainer run on the same GPUs, vLLM takes a fraction of each GPU's memory, and the weight push goes over
-NCCL's sockets instead of P2P/NVLink (each role gets its own NCCL host id). On one GPU with nothing asked
-the plan runs no server: vLLM runs inside the trainer (colocate), the faster of the two (ONE_GPU_WHY).
+shares them (`--share-gpus`, SHARE_GPUS=1 in .env): then the server and the trainer run on the same GPUs,
+vLLM takes a fraction of each GPU's memory, and the weights go through CUDA IPC (transfer.py), or over
+NCCL's sockets where --weight-transfer nccl says so. On one GPU with nothing asked the plan takes the layout
+measured faster for the model's size (ONE_GPU_STEPS): vLLM inside the trainer (colocate), or a server
+beside it on the shared GPU.
 Beside it: `render` (the plan for people, the `.env` keys compose reads, JSON) and `env_check` (a plan as
 .env holds it, checked as the roles will read it). `trlstack plan` (commands/plan.py) is the command.
 """
@@ -21,6 +22,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices, describe_machine
 from trlstack.option_types import fraction, positive_int
 from trlstack.options import Setting
+from trlstack.transfer import AUTO, NCCL, check, resolve
 
 COLOCATE_FIX = (
     "to generate and train on the same GPU, run `train --vllm-mode colocate` instead of a vLLM server"
@@ -41,11 +43,72 @@ def vllm_fraction(shared: bool, asked: float | None = None) -> float:
     return SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
 
 
-# Why one GPU gets colocate by default: bench/gpu_server_mode.py side by side on one H200 (README, "One GPU").
-ONE_GPU_WHY = (
-    "measured faster on one GPU than a shared-GPU server: a GRPO step of 1.10 s against 1.58 s on one H200 "
-    '(README.md, "One GPU"); --share-gpus chooses the server'
+@dataclass(frozen=True)
+class OneGpuStep:
+    """A GRPO step on one GPU at one model size, side by side (bench/gpu_server_mode.py: TRL's defaults, bf16
+    weights, random-weight Qwen2.5 shapes): vLLM inside the trainer (colocate) against a server beside it on
+    the shared GPU, weights pushed through CUDA IPC. None: not measured."""
+
+    shape: str
+    parameters: int
+    colocate_s: float | None
+    server_ipc_s: float | None
+    where: str  # the GPU
+    server_nccl_s: float | None = None  # the server over NCCL sockets, measured before CUDA IPC
+
+    @property
+    def server_faster(self) -> bool:
+        return (
+            self.colocate_s is not None
+            and self.server_ipc_s is not None
+            and self.server_ipc_s < self.colocate_s
+        )
+
+
+# The one-GPU layout per model size: the faster of the two at the measured size nearest the model's
+# (README.md, "One GPU"). Until a size's shared-GPU server over CUDA IPC is measured, colocate, measured
+# faster than that server over NCCL sockets (1.10 s against 1.58 s a step at 0.5B on one H200).
+ONE_GPU_STEPS = (
+    OneGpuStep("0.5B", 494_032_768, 1.10, None, "one H200", server_nccl_s=1.58),
+    OneGpuStep("1.5B", 1_543_714_304, None, None, "not measured"),
+    OneGpuStep("3B", 3_085_938_688, None, None, "not measured"),
 )
+DEFAULT_PARAMETERS = ONE_GPU_STEPS[0].parameters  # the default model's size (Qwen2.5-0.5B-Instruct)
+
+
+def nearest_step(parameters: int | None, steps: Sequence[OneGpuStep] = ONE_GPU_STEPS) -> OneGpuStep:
+    """The measured size nearest `parameters` (by ratio; None: the default model's)."""
+    count = parameters or DEFAULT_PARAMETERS
+    return min(steps, key=lambda step: abs(math.log(count / step.parameters)))
+
+
+def one_gpu_choice(parameters: int | None, steps: Sequence[OneGpuStep] = ONE_GPU_STEPS) -> tuple[bool, str]:
+    """On one GPU with nothing asked: whether the plan runs a server beside the trainer (True) or colocate,
+    and why, from the measured size nearest the model's."""
+    step = nearest_step(parameters, steps)
+    size = "the default model's size" if parameters is None else f"{parameters / 1e9:.2g}B parameters"
+    if step.server_faster:
+        return True, (
+            f"measured faster at {step.shape} ({size}) than colocate: a GRPO step of "
+            f"{step.server_ipc_s:.2f} s against {step.colocate_s:.2f} s ({step.where}; README.md, "
+            '"One GPU"); --vllm-mode colocate in train runs vLLM inside the trainer instead'
+        )
+    if step.colocate_s is None:
+        return False, (
+            f"colocate until a server on one GPU is measured faster at {step.shape} ({size}; README.md, "
+            '"One GPU"); --share-gpus chooses the server'
+        )
+    against = ""
+    if step.server_ipc_s is not None:
+        against = f" against {step.server_ipc_s:.2f} s for a shared-GPU server (CUDA IPC)"
+    elif step.server_nccl_s is not None:
+        against = f" against {step.server_nccl_s:.2f} s for a shared-GPU server over NCCL sockets"
+    return False, (
+        f"measured faster on one GPU at {step.shape} ({size}): a GRPO step of {step.colocate_s:.2f} s"
+        f'{against} ({step.where}; README.md, "One GPU"); --share-gpus chooses the server'
+    )
+
+
 COLOCATE_VARIANT = "colocate"  # the compose layout (compose/colocate.yaml) a colocate plan selects
 
 # The keys of `--format env`, in the order written; compose reads them from .env.
@@ -59,6 +122,7 @@ ENV_KEYS = (
     Env.PLAN_VLLM_GROUP_PORT,
     Env.PLAN_SHARE_GPUS,
     Env.PLAN_GPU_MEMORY_UTILIZATION,
+    Env.PLAN_WEIGHT_TRANSFER,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
 
@@ -76,6 +140,8 @@ class Plan:
     share_gpus: bool = False
     gpu_memory_utilization: float = SPLIT_MEMORY_FRACTION
     colocate: bool = False  # no server: vLLM runs inside the trainer on `train` (`serve` is empty)
+    weight_transfer: str = NCCL  # how the weights reach the server (transfer.py), resolved
+    why: str = ""  # why the plan chose its layout itself (one GPU, nothing asked), else empty
 
     @property
     def data_parallel_size(self) -> int:
@@ -117,6 +183,7 @@ class Plan:
             str(self.group_port),
             "1" if self.share_gpus else "0",
             str(self.gpu_memory_utilization),
+            self.weight_transfer,
         )
         return dict(zip(ENV_KEYS, values, strict=True))
 
@@ -251,21 +318,28 @@ def make_plan(
     group_port: int = DEFAULT_GROUP_PORT,
     share_gpus: bool = False,
     gpu_memory_utilization: float | None = None,
+    weight_transfer: str = AUTO,
+    parameters: int | None = None,
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
 
     With no split given, the server takes the first half (rounded down, at least one) and training the rest;
-    on a machine of one GPU, where no split exists, the plan is colocate, no server and vLLM inside the
-    trainer (ONE_GPU_WHY). With `share_gpus` both run on the same GPUs: all of them, or the set given, which
-    must then be one set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each
-    (default 1: one replica per GPU), on `gpu_memory_utilization` of each GPU's memory (default:
-    SHARED_MEMORY_FRACTION when shared, else SPLIT_MEMORY_FRACTION).
+    on a machine of one GPU, where no split exists, the plan takes the layout measured faster for a model of
+    `parameters` (one_gpu_choice): colocate, no server and vLLM inside the trainer, or a server sharing the
+    GPU. With `share_gpus` both run on the same GPUs: all of them, or the set given, which must then be one
+    set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica
+    per GPU), on `gpu_memory_utilization` of each GPU's memory (default: SHARED_MEMORY_FRACTION when shared,
+    else SPLIT_MEMORY_FRACTION). The weights go through `weight_transfer` (transfer.resolve: auto is CUDA IPC
+    where the GPUs are shared, else NCCL).
     """
     _check_request(gpus, port, group_port, tensor_parallel_size, num_heads)
     tp = 1 if tensor_parallel_size is None else tensor_parallel_size
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
+    why = ""
     if len(gpus) == 1 and not share_gpus and not asked:
-        return _colocate(gpus, tp, gpu_memory_utilization, port, group_port)
+        share_gpus, why = one_gpu_choice(parameters)
+        if not share_gpus:
+            return _colocate(gpus, tp, gpu_memory_utilization, port, group_port, weight_transfer, why)
     if share_gpus:
         serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
     else:
@@ -285,6 +359,8 @@ def make_plan(
             f"--tensor-parallel-size {tp} does not divide the model's {num_heads} attention heads; choose "
             f"one of {', '.join(map(str, fitting))}."
         )
+    transfer = resolve(weight_transfer, share_gpus)
+    check(transfer, share_gpus)
     return Plan(
         serve=serve,
         train=train,
@@ -293,6 +369,8 @@ def make_plan(
         group_port=group_port,
         share_gpus=share_gpus,
         gpu_memory_utilization=fraction,
+        weight_transfer=transfer,
+        why=why,
     )
 
 
@@ -302,9 +380,17 @@ def _colocate(
     gpu_memory_utilization: float | None,
     port: int,
     group_port: int,
+    weight_transfer: str,
+    why: str,
 ) -> Plan:
     """The one-GPU plan: the trainer on the GPU with vLLM inside it. The server's settings have no server
     to apply to, so asking for them is refused with the way to get one."""
+    if weight_transfer != AUTO:
+        raise UsageError(
+            f"--weight-transfer {weight_transfer} ({Env.WEIGHT_TRANSFER}) sets how weights reach a vLLM "
+            "server, and the one-GPU plan for this model runs none (vLLM inside the trainer, colocate); add "
+            "--share-gpus to plan a server beside the trainer, or drop it."
+        )
     if tensor_parallel_size != 1:
         raise UsageError(
             f"--tensor-parallel-size {tensor_parallel_size} ({Env.TENSOR_PARALLEL_SIZE}) needs that many "
@@ -325,6 +411,7 @@ def _colocate(
         group_port=group_port,
         gpu_memory_utilization=SHARED_MEMORY_FRACTION,  # TRL's colocate default share, which it keeps
         colocate=True,
+        why=why,
     )
 
 

@@ -14,6 +14,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
 from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
+from trlstack.transfer import CHOICES, IPC, check, resolve
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
 LAYOUT_VARIANTS = ("shared", "isolated", COLOCATE_VARIANT)
@@ -88,6 +89,30 @@ def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
         ) from None
 
 
+def _env_transfer(values: Mapping[str, str], share: bool, variant: str) -> None:
+    """WEIGHT_TRANSFER as both roles will read it: empty (auto), or a transport that reaches the server."""
+    key = Env.PLAN_WEIGHT_TRANSFER
+    raw = values.get(key, "")
+    if not raw:
+        return
+    if raw not in CHOICES:
+        raise UsageError(f"{key}={raw!r} in .env is not one of {', '.join(CHOICES)}; fix or remove the line.")
+    if raw == IPC and variant == "isolated":
+        raise UsageError(
+            f"{key}=ipc in .env: CUDA IPC needs the two roles in one IPC and PID namespace on loopback, and "
+            f"{Env.VARIANT}=isolated keeps them apart (it always pushes over NCCL); write {key}=nccl, or use "
+            "the shared layout."
+        )
+    try:
+        check(resolve(raw, share), share)
+    except UsageError:
+        raise UsageError(
+            f"{key}={raw} in .env hands the server CUDA-IPC handles to the trainer's GPU memory, which needs "
+            f"the two on the same GPUs ({Env.PLAN_SHARE_GPUS}=1); write {key}=nccl for disjoint GPUs "
+            f"({REWRITE})."
+        ) from None
+
+
 def check_colocate(values: Mapping[str, str], service: str | None) -> str:
     """Check a colocate plan: the trainer's GPUs and processes; no server, so nothing that needs one."""
     variant = f"{Env.VARIANT}={COLOCATE_VARIANT}"
@@ -103,6 +128,12 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
             f"{share_key}={values[share_key]} runs a vLLM server beside the trainer, but {variant} runs vLLM "
             "inside the "
             f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
+        )
+    transfer_key = Env.PLAN_WEIGHT_TRANSFER
+    if values.get(transfer_key, "").strip():
+        raise UsageError(
+            f"{transfer_key}={values[transfer_key]} sets how weights reach a vLLM server, but {variant} runs "
+            f"vLLM inside the trainer and no server; remove {transfer_key} for colocate, or {SERVER_PLAN}."
         )
     train = _env_gpus(values, train_key)
     processes = _env_count(values, processes_key)
@@ -126,7 +157,9 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
         )
     if variant == COLOCATE_VARIANT:
         return check_colocate(values, service)
-    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
+    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key, _ = (
+        ENV_KEYS
+    )
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
     share = _env_switch(values, share_key)
     shared = [index for index in serve if index in train]
@@ -143,6 +176,7 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
             f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
         )
     _env_fraction(values, memory_key)
+    _env_transfer(values, share, variant)
     tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
     needed = (tp or 1) * (dp or 1)
     if needed > len(serve):

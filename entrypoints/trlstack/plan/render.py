@@ -8,7 +8,9 @@ from collections.abc import Sequence
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
-from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, ONE_GPU_WHY, Plan
+from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, Plan
+from trlstack.transfer import IPC
+from trlstack.transfer import describe as describe_transfer
 
 FORMATS = ("table", "env", "json")
 
@@ -32,15 +34,20 @@ def _summary(plan: Plan) -> str:
 
 
 def layout(plan: Plan) -> str:
-    """The GPU layout in words: why colocate, what sharing costs, or that the sets are disjoint."""
+    """The GPU layout in words: why colocate, what sharing costs, or that the sets are disjoint; how the
+    weights reach the server; why the plan chose the layout, where it chose."""
     if plan.colocate:
-        return f"colocate, vLLM inside the trainer: {ONE_GPU_WHY}"
+        return f"colocate, vLLM inside the trainer: {plan.why}"
+    transfer = describe_transfer(plan.weight_transfer, plan.share_gpus)
+    if plan.weight_transfer == IPC:
+        transfer += " (--weight-transfer nccl for NCCL sockets)"
     if plan.share_gpus:
-        return (
+        shared = (
             f"shared GPUs: vLLM takes {plan.gpu_memory_utilization:g} of each GPU's memory, the trainer the "
-            "rest; weights are pushed over NCCL sockets, not P2P/NVLink"
+            f"rest; {transfer}"
         )
-    return "disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+        return f"{shared}; chosen for one GPU: {plan.why}" if plan.why else shared
+    return f"disjoint GPU sets: {transfer}"
 
 
 def render_env(plan: Plan) -> str:
@@ -104,6 +111,7 @@ def render_json(plan: Plan) -> str:
         "vllm_group_port": plan.group_port,
         "share_gpus": plan.share_gpus,
         "gpu_memory_utilization": plan.gpu_memory_utilization,
+        "weight_transfer": None if plan.colocate else plan.weight_transfer,
         "env": plan.env(),
         "layout": layout(plan),
         "gpus": _gpu_details(plan),
@@ -132,7 +140,9 @@ def _server_rows(plan: Plan) -> list[tuple[str, ...]]:
             "train",
             plan.env()[Env.PLAN_TRAIN_GPUS],
             f"accelerate, {_processes(plan)}",
-            f"{plan.group_port} (NCCL weight transfer)",
+            "- (CUDA IPC: no port)"
+            if plan.weight_transfer == IPC
+            else f"{plan.group_port} (NCCL weight transfer)",
         ),
     ]
 

@@ -178,6 +178,12 @@ def main(argv: list[str]) -> None:
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
     load_cpu_n_locations()
+    if os.environ.get(Env.WEIGHT_TRANSFER):  # train chose how the weights reach the server: before the guard,
+        from trlstack.rank import (
+            ipc_push,
+        )  # which bounds the pushes this replaces (imports TRL, vLLM's sender)
+
+        ipc_push.install(say, argv[0], os.environ)
     if os.environ.get(Env.WEIGHT_PUSH_TIMEOUT):  # train bounds each weight push to vLLM in every rank
         from trlstack.rank import push_guard  # imports TRL's generation modules
 

@@ -20,6 +20,7 @@ from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.run import pipeline
 from trlstack.run.sharding import sharding_choice
+from trlstack.transfer import weight_transfer_setting
 
 VLLM_MODES = ("server", "colocate")
 
@@ -85,9 +86,11 @@ class TrainSettings:
     )
     share_gpus: bool = switch(
         Env.SHARE_GPUS,
-        "the server runs on these GPUs too (a plan with SHARE_GPUS=1): train although --serve-gpus overlaps, "
-        "and name this role a host of its own to NCCL, which refuses two ranks on one GPU of one host",
+        "the server runs on these GPUs too (a plan with SHARE_GPUS=1): train although --serve-gpus overlaps; "
+        "the weights go through CUDA IPC (--weight-transfer auto), or over NCCL, this role then naming "
+        "itself a host of its own to NCCL, which refuses two ranks on one GPU of one host",
     )
+    weight_transfer: str = weight_transfer_setting()
     output_dir: str | None = setting(Env.OUTPUT_DIR, "where checkpoints go; overrides output_dir")
     resume: bool = switch(
         Env.RESUME,

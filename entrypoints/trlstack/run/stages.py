@@ -34,6 +34,8 @@ from trlstack.run import asynchronous, sharding, trl_config
 from trlstack.run.checks import check_contradictions, resolve_recipe
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
+from trlstack.run.weight_transfer import weight_transfer
+from trlstack.transfer import NCCL
 
 
 @dataclass(frozen=True)
@@ -131,9 +133,12 @@ def layout(run: Run) -> Part:
 def generation(run: Run) -> Part:
     """How the trainer generates: the server it reaches and how weights get there, or vLLM inside it."""
     settings = run.settings
+    # how the weights reach the server; refused where the run has none to push to
+    transfer = Part(*weight_transfer(settings))
     if settings.cpu:
-        return Part()
-    parts = [_server(run)] if settings.mode == "server" else []
+        return transfer
+    pushed = transfer.env.get(Env.WEIGHT_TRANSFER)
+    parts = [_server(run, pushed), transfer] if settings.mode == "server" else [transfer]
     if run.recipe.server_only:
         parts.append(Part(config=asynchronous.config_keys(settings)))
     else:
@@ -147,14 +152,14 @@ def generation(run: Run) -> Part:
     return merged({}, parts)
 
 
-def _server(run: Run) -> Part:
+def _server(run: Run, transfer: str | None) -> Part:
     """Where the server's workers reach this trainer for the weight-transfer rendezvous, and the NCCL host
-    this trainer names itself when it shares the server's GPUs."""
+    this trainer names itself when it shares the server's GPUs and pushes over NCCL (`transfer`)."""
     settings = run.settings
     host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, run.route, run.is_local)
     env: dict[str, str] = {Env.VLLM_HOST_IP: host_ip}
     notes = [f"{Env.VLLM_HOST_IP}={host_ip} ({why})"]
-    if settings.share_gpus:
+    if settings.share_gpus and transfer == NCCL:
         env.update(nccl_host_id("train"))
         notes.append(
             f"sharing the GPUs with the server: {Env.NCCL_HOSTID}={env[Env.NCCL_HOSTID]}, the weight push "

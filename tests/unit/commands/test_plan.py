@@ -137,6 +137,7 @@ def test_plan_for_eight_gpus_as_env(capsys):
         "VLLM_GROUP_PORT=51216",
         "SHARE_GPUS=0",
         "GPU_MEMORY_UTILIZATION=0.9",
+        "WEIGHT_TRANSFER=nccl",
     ]
 
 
@@ -154,7 +155,9 @@ def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_c
     code, out, _ = run(capsys, "plan", "--gpus", "1", "--share-gpus")
     assert code == 0
     assert "layout: shared GPUs: vLLM takes 0.3 of each GPU's memory" in out
-    assert "weights are pushed over NCCL sockets, not P2P/NVLink" in out
+    assert "weights are pushed through CUDA IPC" in out and "--weight-transfer nccl for NCCL sockets" in out
+    code, out, _ = run(capsys, "plan", "--gpus", "1", "--share-gpus", "--weight-transfer", "nccl")
+    assert code == 0 and "weights are pushed over NCCL sockets, not P2P/NVLink" in out
     argv = ("plan", "--gpus", "1", "--share-gpus", "--format", "env", "--gpu-memory-utilization", "0.4")
     code, out, _ = run(capsys, *argv)
     assert code == 0 and out.splitlines()[1:] == [
@@ -167,6 +170,7 @@ def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_c
         "VLLM_GROUP_PORT=51216",
         "SHARE_GPUS=1",
         "GPU_MEMORY_UTILIZATION=0.4",
+        "WEIGHT_TRANSFER=ipc",
     ]
 
 
@@ -257,6 +261,7 @@ def test_plan_takes_the_split_flags(capsys):
         "VLLM_GROUP_PORT": "9001",
         "SHARE_GPUS": "0",
         "GPU_MEMORY_UTILIZATION": "0.9",
+        "WEIGHT_TRANSFER": "nccl",
     }
 
 

@@ -10,6 +10,7 @@ from trlstack.option_types import fraction, one_of, positive_int
 from trlstack.options import setting, switch
 from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION
 from trlstack.ports import http_port_setting
+from trlstack.transfer import weight_transfer_setting
 
 DTYPES = ("auto", "bfloat16", "float16", "half", "float", "float32")
 
@@ -41,12 +42,15 @@ class ServeSettings:
     dtype: str = setting(Env.DTYPE, "weight and activation dtype", "auto", one_of(*DTYPES))
     share_gpus: bool = switch(
         Env.SHARE_GPUS,
-        "the trainer runs on these GPUs too (a plan with SHARE_GPUS=1): name this role a host of its own "
-        "to NCCL, which refuses two ranks on one GPU of one host; the weight push then goes over sockets",
+        "the trainer runs on these GPUs too (a plan with SHARE_GPUS=1): the weights come through CUDA IPC "
+        "(--weight-transfer auto), or over NCCL, this role then naming itself a host of its own to NCCL, "
+        "which refuses two ranks on one GPU of one host, so the push goes over sockets",
     )
+    weight_transfer: str = weight_transfer_setting()
     allow_public_bind: bool = switch(
         Env.ALLOW_PUBLIC_BIND,
-        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
+        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated; never "
+        "with --weight-transfer ipc, whose server unpickles what it is sent)",
     )
     extra: list[str] = field(default_factory=list)  # after `--`: passed to `vllm serve` unchanged
 

@@ -22,6 +22,7 @@ from trlstack.run.checks import check_overlap, resolve_recipe
 from trlstack.run.launch import Launch, build_launch, render
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.weight_transfer import check_server, chosen
 
 ROLE = Role(
     "train",
@@ -144,7 +145,9 @@ def wait_for_server(settings: TrainSettings, trained: str, environ: Mapping[str,
     from trlstack.roles.train import health
 
     health.wait_for_health(settings.vllm_url, settings.health_timeout)
-    served = health.served_model(health.check_weight_transfer(settings.vllm_url))
+    vllm_config = health.check_weight_transfer(settings.vllm_url)
+    check_server(vllm_config, chosen(settings), settings.vllm_url)
+    served = health.served_model(vllm_config)
     say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
     if served:
         check_served_model(settings, served, trained, environ)

@@ -103,8 +103,8 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
         "CUDA_DEVICE_ORDER=PCI_BUS_ID TRLSTACK_RANKS_PER_GPU=1 TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
-        f"VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 --multi_gpu "
-        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
+        f"TRLSTACK_WEIGHT_TRANSFER=nccl VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 "
+        "--multi_gpu --num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
         "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
     )
     assert "train: precision fp16 (compute capability unknown: fp16, which every GPU" in captured.err
@@ -362,5 +362,8 @@ def test_gpus_shared_on_purpose_with_the_server_are_not_refused(run_dir, clean_e
     assert train.main(["grpo", "--print-command"]) == 1
     assert "or share the GPUs on purpose with --share-gpus" in capsys.readouterr().err
     clean_env.setenv("TRLSTACK_SHARE_GPUS", "1")
+    assert train.main(["grpo", "--print-command"]) == 0
+    assert "TRLSTACK_WEIGHT_TRANSFER=ipc" in capsys.readouterr().out  # CUDA IPC where the GPUs are shared
+    clean_env.setenv("TRLSTACK_WEIGHT_TRANSFER", "nccl")
     assert train.main(["grpo", "--print-command"]) == 0
     assert "NCCL_HOSTID=" in capsys.readouterr().out
