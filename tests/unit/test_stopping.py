@@ -68,6 +68,15 @@ class Tree:
     def files(self, suffix: str) -> dict[int, str]:
         return {int(path.stem): path.read_text() for path in self.out.glob(f"*.{suffix}")}
 
+    def wait_launched(self) -> None:
+        """Until train's supervisor has started the launcher: its stop handling is in place by then (it is
+        set before the launcher starts), on a machine loaded however much."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        deadline = time.monotonic() + 30
+        while not children.read_text().split():
+            assert time.monotonic() < deadline, "train's supervisor did not start the launcher"
+            time.sleep(0.02)
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
         while len(self.files("ready")) < self.count:
@@ -102,7 +111,7 @@ def test_a_signal_before_the_training_processes_handle_it_reaches_them_once_they
     # They inherit the ignored signals, so a stop that came while they were starting would be lost; train
     # keeps looking for new handlers until the launcher ends.
     tree = Tree(tmp_path, delay=1.5)
-    time.sleep(0.3)
+    tree.wait_launched()
     tree.process.send_signal(signal.SIGTERM)
     code, err = tree.finish()
     assert code == 143, err
@@ -126,7 +135,7 @@ def test_a_repeated_sigterm_still_saves(tmp_path):
     # `timeout` sends SIGTERM to the command and then to its whole process group, Slurm before the time limit
     # and at it: one stop, not two.
     tree = Tree(tmp_path, delay=0.5)
-    time.sleep(0.2)
+    tree.wait_launched()
     tree.process.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     os.killpg(tree.process.pid, signal.SIGTERM)
