@@ -44,7 +44,7 @@ class Delivery:
     dry_run: bool = switch(None, "print the script, write and submit nothing")
     submit: bool = switch(None, "write the script and submit it with sbatch")
     output: str | None = flag(
-        "script file [default: OUTPUT_DIR/NAME.sbatch]", None, metavar="FILE", aliases=("-o",)
+        "script file", None, metavar="FILE", aliases=("-o",), shown="OUTPUT_DIR/NAME.sbatch"
     )
 
 

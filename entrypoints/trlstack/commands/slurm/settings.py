@@ -82,7 +82,7 @@ class SlurmSettings:
     on the nodes, so those keep the roles' defaults and mean nothing here. The ports are `ports`.
     """
 
-    recipe: str = flag(", ".join(RECIPES), positional=True, choices=list(RECIPES))
+    recipe: str = flag("the recipe to run", positional=True, choices=list(RECIPES))
     nodes: int = flag("nodes in all (>= 2)", type=positive_int, metavar="N")
     # the job
     gpus_per_node: int | None = flag("GPUs of each node", None, positive_int, metavar="G")
@@ -95,20 +95,20 @@ class SlurmSettings:
     partition: str | None = flag("Slurm partition", None)
     account: str | None = flag("Slurm account", None)
     time: str | None = flag("time limit, e.g. 24:00:00 (the job requeues itself before it)", None)
-    job_name: str | None = flag("job name [default: trlstack-RECIPE]", None)
+    job_name: str | None = flag("job name", None, shown="trlstack-RECIPE")
     output_dir: str = flag(
-        "shared folder for checkpoints (OUTPUT_DIR/RECIPE), the log and the script [default: outputs]",
+        "shared folder for checkpoints (OUTPUT_DIR/RECIPE), the log and the script",
         "outputs",
     )
-    cache_dir: str | None = flag("shared folder mounted at /cache [default: OUTPUT_DIR/cache]", None)
+    cache_dir: str | None = flag("shared folder mounted at /cache", None, shown="OUTPUT_DIR/cache")
     stop_grace: int = flag(
-        f"stop and requeue this long before the time limit [default: {DEFAULT_STOP_GRACE}]",
+        "stop and requeue this long before the time limit",
         DEFAULT_STOP_GRACE,
         positive_int,
         metavar="SECONDS",
     )
     # the image
-    runtime: str = flag("[default: apptainer]", "apptainer", choices=RUNTIMES)
+    runtime: str = flag("what runs the roles on each node", "apptainer", choices=RUNTIMES)
     image: str | None = flag("a .sif (apptainer), an image or .sqsh (pyxis), an environment (none)", None)
     bind: tuple[str, ...] = flag(
         "another shared folder for the container, e.g. where models live (repeatable)",
@@ -125,7 +125,9 @@ class SlurmSettings:
         metavar='"ARGS"',
     )
     # network
-    network_interface: str | None = flag("e.g. ib0 [default: the route's]", None, metavar="IFACE")
+    network_interface: str | None = flag(
+        "the interface NCCL and gloo use, e.g. ib0", None, metavar="IFACE", shown="the route's"
+    )
     # the roles' settings and the ports, declared where the roles declare them
     train: TrainSettings = field(default_factory=TrainSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)

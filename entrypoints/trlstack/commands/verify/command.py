@@ -38,7 +38,7 @@ class VerifySettings:
     tarball: str | None = setting(Env.VERIFY_TARBALL, "a `docker save` or OCI archive of the image")
     only: tuple[str, ...] = repeated(
         Env.VERIFY_ONLY,
-        f"check only this part, one of {', '.join(AREAS)} (repeatable; without it, every part)",
+        "check only this part (repeatable; without it, every part)",
         one_of(*AREAS),
     )
     expect_lock_sha256: str | None = setting(

@@ -117,9 +117,9 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
 UNREACHABLE = "did not become healthy within 1 s"
 
 BAD_INPUT = [
-    (["pretrain"], {}, "unknown recipe 'pretrain'; choose one of grpo, rloo, online-dpo"),
+    (["pretrain"], {}, "argument recipe: 'pretrain' is not one of grpo, rloo, online-dpo, async-grpo"),
     ([], {}, "name a recipe: train RECIPE, one of grpo, rloo, online-dpo"),
-    ([], {"TRLSTACK_RECIPE": "ppo"}, "unknown recipe 'ppo'"),
+    ([], {"TRLSTACK_RECIPE": "ppo"}, "TRLSTACK_RECIPE='ppo' is not valid for RECIPE: 'ppo' is not one of"),
     (["grpo", "--config", "absent.yaml"], {}, "config file absent.yaml does not exist"),
     (["grpo", "--config", "broken.yaml"], {}, "is not valid YAML at line 3, column 1: expected ',' or ']'"),
     (["grpo", "--config", "list.yaml"], {}, "must be a YAML mapping of TRL config keys"),
