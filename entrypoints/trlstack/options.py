@@ -9,7 +9,7 @@ are all made from it, in the style of TRL's dataclass arguments:
 The flag is the field's name with dashes (`--port`). Precedence is flag > environment > default, the same for
 every command, so compose files and users can set any setting either way. An empty variable counts as unset,
 as compose passes one. A setting that only its command reads (`trlstack slurm --nodes`) is a `flag`: no
-variable, its help shown as written, required when it has no default; a `switch` without a variable is
+variable, required when it has no default; a `switch` without a variable is
 one too (`--dry-run`). A flag may have other names as well (`aliases=("-o",)` beside `--output`).
 
 --help states each setting's variable and default once, in one place (`help_text`): `[env X; default: Y]`,

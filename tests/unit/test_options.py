@@ -154,7 +154,7 @@ def test_help_shows_a_repeated_settings_default_and_how_to_list_it():
 
 @dataclass(frozen=True)
 class Flags:
-    """Settings only a command reads: no variable, help as written."""
+    """Settings only a command reads: no variable; the default stated by help_text."""
 
     name: str = flag("what to run", positional=True, choices=["a", "b"])
     nodes: int = flag("how many nodes", type=positive_int, metavar="N")
