@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from trlstack.commands.slurm.checks import check
-from trlstack.commands.slurm.host import host_checks
+from trlstack.commands.slurm.host import folder_checks, host_checks
 from trlstack.commands.slurm.render import render
 from trlstack.commands.slurm.settings import (
     DECIDED_ONCE,
@@ -41,7 +41,11 @@ from trlstack.run.trl_config import run_config
 class Delivery:
     """What becomes of the script: printed (dry_run), or written to `output` and maybe submitted."""
 
-    dry_run: bool = switch(None, "print the script, write and submit nothing")
+    dry_run: bool = switch(
+        None,
+        "print the script, write and submit nothing (the job's folders are checked as for writing; the "
+        "image and this host's tools, sbatch and the runtime, when writing)",
+    )
     submit: bool = switch(None, "write the script and submit it with sbatch")
     output: str | None = flag(
         "script file", None, metavar="FILE", aliases=("-o",), shown="OUTPUT_DIR/NAME.sbatch"
@@ -122,28 +126,42 @@ def say(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trlstack.run import outputs
-
     settings, config = read_settings(args)
     delivery = settings_from(Delivery, args)
     text = render(check(settings))
+    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    # A dry run refuses what writing would refuse of the job's folders, the run already in its run folder
+    # included, and moves nothing.
+    folder_checks(settings, path)
     if delivery.dry_run:
+        settle_run_folder(settings, config, move=False)
         sys.stdout.write(text)
         return 0
     host_checks(settings, submit=delivery.submit)
-    # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
-    # moves it aside here, once (never deleted), --resume lets the trainers continue it.
+    settle_run_folder(settings, config, move=True)
+    write_script(settings, path, text)
+    if not delivery.submit:
+        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
+        return 0
+    return submit(settings, path)
+
+
+def settle_run_folder(settings: SlurmSettings, config: dict[str, Any], move: bool) -> None:
+    """A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
+    moves it aside here, once (never deleted; `move` False: a dry run, which only says so), --resume lets the
+    trainers continue it."""
+    from trlstack.run import outputs
+
     run_dir = Path(settings.run_dir)
-    recipe = resolve_recipe(settings.recipe)
-    aside = previous_run_to_move(settings.train, run_dir, recipe, config, say)
-    if aside is not None:
+    aside = previous_run_to_move(settings.train, run_dir, resolve_recipe(settings.recipe), config, say)
+    if aside is not None and move:
         outputs.move_aside(run_dir, aside)
         say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
-    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
-    if path.is_dir():
-        raise UsageError(
-            f"--output {path} is a directory; name a file such as {path}/{settings.name}.sbatch."
-        )
+    elif aside is not None:
+        say(f"a dry run: {run_dir} stays where it is")
+
+
+def write_script(settings: SlurmSettings, path: Path, text: str) -> None:
     try:
         # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
         Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
@@ -159,9 +177,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(
             f"cannot write {path} ({error.strerror}); choose a writable --output (or --output-dir)."
         ) from None
-    if not delivery.submit:
-        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
-        return 0
+
+
+def submit(settings: SlurmSettings, path: Path) -> int:
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         raise UsageError(f"sbatch refused {path}: {done.stderr.strip()}")
