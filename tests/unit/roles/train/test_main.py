@@ -332,7 +332,11 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
 def test_a_python_without_accelerate_is_named_before_anything_starts(run_dir, clean_env, capsys, no_exec):
     assert train.main(["grpo", "--cpu"]) == 1
     err = capsys.readouterr().err
-    assert f"train: error: `accelerate` is not installed for {sys.executable}. Install the GPU stack" in err
+    assert (
+        f"train: error: `accelerate` is not installed for {sys.executable}: run it in the trlstack image"
+        in err
+    )
+    assert "`uv sync --extra gpu`" in err
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
 
 
