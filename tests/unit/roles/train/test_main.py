@@ -4,6 +4,7 @@ that starts nothing (no exec, no file written)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import sys
@@ -63,6 +64,74 @@ def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
     assert train.main(["grpo"]) == 130
     assert "train: interrupted" in capsys.readouterr().err
     assert not (run_dir / "outputs").exists()
+
+
+TINY_MODEL = {  # trlstack tiny's: 358,784 parameters, 4.3 MB of float32 weights and AdamW moments
+    "model_type": "qwen2",
+    "vocab_size": 490,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "tie_word_embeddings": True,
+}
+
+
+def tiny_model(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    return folder
+
+
+def test_an_output_folder_without_room_for_one_checkpoint_is_refused_before_anything_starts(
+    run_dir, installed, no_exec, capsys, monkeypatch
+):
+    from trlstack.run import space
+
+    monkeypatch.setattr(space, "free_space", lambda folder: 3_100_000)  # the disk is the boundary here
+    installed("accelerate")
+    model = tiny_model(run_dir / "tiny")
+    assert train.main(["grpo", "--cpu", "--model", str(model), "--dataset", "d"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "train: error: outputs/grpo has 3.1 MB free, and one checkpoint of this run takes at least 4.3 MB"
+        in err
+    )
+    assert "choose another --output-dir (TRLSTACK_OUTPUT_DIR)" in err
+    assert not (run_dir / "outputs").exists()
+
+
+def test_where_a_checkpoints_size_is_unknown_train_says_so_and_starts(run_dir, installed, exec_calls, capsys):
+    installed("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "org/not-here", "--dataset", "d"])
+    err = capsys.readouterr().err
+    assert (
+        "train: cannot tell how much room a checkpoint needs (the model's config.json is not readable" in err
+    )
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", str(tiny_model(run_dir / "tiny")), "--dataset", "d"])
+    assert "how much room" not in capsys.readouterr().err  # counted, and the disk has room
+
+
+def test_a_merged_config_the_disk_cannot_take_is_a_message_not_a_traceback(
+    run_dir, installed, no_exec, capsys, monkeypatch
+):
+    import errno
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # the package's `main` is the function; its module, where the write happens:
+    monkeypatch.setattr(sys.modules["trlstack.roles.train.main"], "write_atomically", full)
+    installed("accelerate")
+    assert train.main(["grpo", "--cpu", "--model", "org/not-here", "--dataset", "d"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "train: error: cannot write outputs/grpo/trlstack-grpo.yaml: No space left on device; free space"
+        in err
+    )
 
 
 def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, installed, exec_calls, capsys):
