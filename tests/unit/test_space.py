@@ -26,6 +26,7 @@ TINY = {
     [
         ({}, 358_784 * 12),  # float32 weights and AdamW's two moments
         ({"model_init_kwargs": {"dtype": "bfloat16"}}, 358_784 * 6),
+        ({"dtype": "bfloat16"}, 358_784 * 6),  # the config's own: async_grpo.yaml's, or ModelConfig's
         ({"optim": "adamw_torch_fused"}, 358_784 * 12),
         ({"save_only_model": True}, 358_784 * 4),
     ],

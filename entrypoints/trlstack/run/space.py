@@ -52,9 +52,11 @@ def checkpoint_bytes(
     return parameters * each, f"{parameters:,} parameters x {each} bytes: {what} in {dtype}"
 
 
-def room_for_checkpoint(folder: Path, free: int, need: int | None, how: str) -> str | None:
-    """UsageError naming the fix when `free` bytes cannot hold one checkpoint of `need` bytes; a warning to
-    show where `need` is unknown (`how` says why); None when it fits."""
+def room_for_checkpoint(
+    folder: Path, free: int, need: int | None, how: str, flag: str = f"--output-dir ({Env.OUTPUT_DIR})"
+) -> str | None:
+    """UsageError naming the fix (another output folder: `flag`) when `free` bytes cannot hold one checkpoint
+    of `need` bytes; a warning to show where `need` is unknown (`how` says why); None when it fits."""
     if need is None:
         return (
             f"cannot tell how much room a checkpoint needs ({how}); {size(free)} free for {folder}: "
@@ -64,9 +66,8 @@ def room_for_checkpoint(folder: Path, free: int, need: int | None, how: str) -> 
         return None
     raise UsageError(
         f"{folder} has {size(free)} free, and one checkpoint of this run takes at least {size(need)} "
-        f"({how}): the first save would fill the disk. Free space there, or choose another --output-dir "
-        f"({Env.OUTPUT_DIR}) on a disk with room for the checkpoints you keep (save_total_limit N keeps the "
-        "N newest)."
+        f"({how}): the first save would fill the disk. Free space there, or choose another {flag} on a disk "
+        "with room for the checkpoints you keep (save_total_limit N keeps the N newest)."
     )
 
 

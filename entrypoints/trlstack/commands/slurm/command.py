@@ -138,12 +138,29 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(text)
         return 0
     host_checks(settings, submit=delivery.submit)
+    room_on_storage(settings, config)
     settle_run_folder(settings, config, move=True)
     write_script(settings, path, text)
     if not delivery.submit:
         print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
         return 0
     return submit(settings, path)
+
+
+def room_on_storage(settings: SlurmSettings, config: dict[str, Any]) -> None:
+    """Refuse a run folder whose shared disk cannot hold one checkpoint, as each trainer would once the job
+    starts (run/space.py), before anything is queued; say so where the size is unknown here (a model this
+    host has not cached)."""
+    from trlstack import models
+    from trlstack.run import space
+
+    model = config.get("model_name_or_path")
+    model_config = models.read_config(str(model), os.environ) if model else None
+    need, how = space.checkpoint_bytes(config, model_config)
+    run_dir = Path(settings.run_dir)
+    warning = space.room_for_checkpoint(run_dir, space.free_space(run_dir), need, how, "--output-dir")
+    if warning:
+        say(f"{warning}; each trainer checks again before it starts")
 
 
 def settle_run_folder(settings: SlurmSettings, config: dict[str, Any], move: bool) -> None:

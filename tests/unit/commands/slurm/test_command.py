@@ -115,6 +115,32 @@ def test_a_dry_run_refuses_another_run_as_writing_does_and_moves_nothing(submit_
     assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["grpo"]
 
 
+def test_shared_storage_without_room_for_one_checkpoint_is_refused_before_queueing(
+    submit_host, capsys, monkeypatch
+):
+    from trlstack.run import space
+
+    tmp_path, argv = submit_host
+    model = tmp_path / "tiny"
+    model.mkdir()
+    tiny = {"model_type": "qwen2", "vocab_size": 490, "hidden_size": 128, "intermediate_size": 256}
+    tiny |= {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    (model / "config.json").write_text(json.dumps({**tiny, "tie_word_embeddings": True}))
+    monkeypatch.setattr(space, "free_space", lambda folder: 3_100_000)  # the disk is the boundary here
+    argv += ["--model", str(model), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{tmp_path}/runs/grpo has 3.1 MB free, and one checkpoint of this run takes at least 4.3 MB" in err
+    )
+    assert "choose another --output-dir on a disk with room" in err
+    assert not (tmp_path / "sbatch.jsonl").exists() and not (tmp_path / "runs").exists()
+    # A model this host has not cached: said, and queued (each trainer checks again before it starts).
+    argv[argv.index("--model") + 1] = "org/not-cached-here"
+    assert main(argv) == 0
+    assert "cannot tell how much room a checkpoint needs" in capsys.readouterr().err
+
+
 DRY_REFUSED = [
     (["--output-dir", "/tmp/runs"], "--output-dir /tmp/runs is not shared between nodes (/tmp is local"),
     (["--output-dir", "/dev/shm/r"], "/dev/shm is local to each node"),
