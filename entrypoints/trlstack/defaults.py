@@ -77,6 +77,8 @@ class Env(StrEnum):
     WEIGHT_PUSH_TIMEOUT = "TRLSTACK_WEIGHT_PUSH_TIMEOUT"
     # train's fixed KV cache for each colocated vLLM engine, which every rank gets (rank/kv_cache.py)
     VLLM_KV_CACHE_GIB = "TRLSTACK_VLLM_KV_CACHE_GIB"
+    # train's folder where a rank that ends the run early leaves why (rank/space.py, roles/train/reports.py)
+    RUN_REPORTS = "TRLSTACK_RUN_REPORTS"
     # train async-grpo's pipeline (run/pipeline.py, run/asynchronous.py)
     MAX_STALENESS = "TRLSTACK_MAX_STALENESS"
     WEIGHT_SYNC_STEPS = "TRLSTACK_WEIGHT_SYNC_STEPS"

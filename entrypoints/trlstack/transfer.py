@@ -30,8 +30,8 @@ FLAG = "--weight-transfer"
 BACKEND_CONFIG = {NCCL: '{"backend": "nccl"}', IPC: '{"backend": "ipc"}'}
 
 
-def weight_transfer_setting() -> Any:
-    """The transport (serve-vllm, train and plan --weight-transfer)."""
+def weight_transfer_setting(group: str | None = None) -> Any:
+    """The transport (serve-vllm, train and plan --weight-transfer), in train's --help `group`."""
     return setting(
         Env.WEIGHT_TRANSFER,
         "how the trainer's weights reach the vLLM server: ipc (CUDA IPC from the trainer's GPU memory; only "
@@ -40,6 +40,7 @@ def weight_transfer_setting() -> Any:
         "on one machine, else nccl",
         AUTO,
         one_of(*CHOICES),
+        group=group,
     )
 
 

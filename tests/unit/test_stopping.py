@@ -233,3 +233,27 @@ def test_a_signal_while_the_launcher_starts_is_kept_not_lost(tmp_path):
     assert supervisor.returncode == 143, err
     (stopped,) = out.glob("*.stopped")
     assert stopped.read_text() == "SIGTERM"  # the training process had it once it handled it, and saved
+
+
+# A training process under a launcher that ends the run for a full disk as rank/space.py does: its report in
+# the folder train names, then exit 0, so the launcher exits 0 too.
+REPORTING_RANK = """
+import json, os, sys
+rank = int(sys.argv[1])
+report = {"kind": "no-space", "rank": rank, "folder": sys.argv[2], "final": False, "free": 0, "need": 1000,
+          "checkpoint": sys.argv[2] + "/checkpoint-1", "error": "RuntimeError: unexpected pos 10 vs 5"}
+with open(os.path.join(os.environ["TRLSTACK_RUN_REPORTS"], f"rank-{rank}.json"), "w") as stream:
+    json.dump(report, stream)
+"""
+
+
+def test_a_rank_that_ended_the_run_for_a_full_disk_makes_train_say_why_and_exit_1(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "checkpoint-1").mkdir(parents=True)
+    code = run(Command([sys.executable, "-c", REPORTING_RANK, "0", str(out)]), os.environ)
+    assert code == 1  # the launcher's 0 is not the news
+    err = capsys.readouterr().err
+    assert f"train: the disk is full: checkpoint-1 could not be saved in {out}" in err
+    assert f"train:   {out}/checkpoint-1 is incomplete: left in place" in err
+    assert f"train:   a rerun starts anew: {out} holds no complete checkpoint" in err
+    assert "Traceback" not in err

@@ -30,9 +30,9 @@ class PlanRequest:
     """What `trlstack plan` is asked: for how many GPUs, split how, for which server, written how and where;
     or to check the plan in the environment instead (--check)."""
 
-    gpus: int | None = flag("plan for N GPUs (default: detect this machine's)", None, gpu_count, metavar="N")
-    serve_gpus: str | None = flag("GPUs for vLLM, e.g. 0-3 (default: the rest)", None, metavar="SPEC")
-    train_gpus: str | None = flag("GPUs for training, e.g. 4-7 (default: the rest)", None, metavar="SPEC")
+    gpus: int | None = flag("plan for N GPUs", None, gpu_count, metavar="N", shown="this machine's, detected")
+    serve_gpus: str | None = flag("GPUs for vLLM, e.g. 0-3", None, metavar="SPEC", shown="the rest")
+    train_gpus: str | None = flag("GPUs for training, e.g. 4-7", None, metavar="SPEC", shown="the rest")
     serve: int | None = flag("the first N GPUs serve, the rest train", None, positive_int, metavar="N")
     share_gpus: bool = switch(
         None,
@@ -52,12 +52,13 @@ class PlanRequest:
         metavar="PATH_OR_CONFIG",
     )
     gpu_memory: float | None = flag(
-        "each GPU's memory in GiB, for --gpus N (default: this machine's, as NVML reports it)",
+        "each GPU's memory in GiB, for --gpus N",
         None,
         positive_float,
         metavar="GIB",
+        shown="this machine's, as NVML reports it",
     )
-    format: str = flag("output format [default: table]", "table", choices=FORMATS)
+    format: str = flag("output format", "table", choices=FORMATS)
     output: str | None = flag(
         "write to FILE (atomically) instead of standard output", None, metavar="FILE", aliases=("-o",)
     )

@@ -426,7 +426,7 @@ TENSOR_PARALLEL = Setting(
 
 MEMORY_FRACTION = Setting(
     Env.GPU_MEMORY_UTILIZATION,
-    f"fraction of each serving GPU's memory vLLM takes (default: {SHARED_MEMORY_FRACTION} with shared GPUs, "
-    f"else {SPLIT_MEMORY_FRACTION})",
+    "fraction of each serving GPU's memory vLLM takes",
     fraction,
+    shown=f"{SHARED_MEMORY_FRACTION} with shared GPUs, else {SPLIT_MEMORY_FRACTION}",
 )

@@ -23,21 +23,22 @@ class ServeSettings:
     host: str = setting(Env.VLLM_HOST, "address to bind", LOOPBACK)
     port: int = http_port_setting()
     tensor_parallel_size: int | None = setting(
-        Env.TENSOR_PARALLEL_SIZE, "GPUs per vLLM replica (default 1)", type=positive_int
+        Env.TENSOR_PARALLEL_SIZE, "GPUs per vLLM replica", type=positive_int, shown="1"
     )
     data_parallel_size: int | None = setting(
         Env.DATA_PARALLEL_SIZE,
-        "vLLM replicas (default: visible GPUs / tensor-parallel size)",
+        "vLLM replicas",
         type=positive_int,
+        shown="the visible GPUs / the tensor-parallel size",
     )
     gpu_memory_utilization: float | None = setting(
         Env.GPU_MEMORY_UTILIZATION,
-        f"fraction of each GPU's memory vLLM may take (default {SPLIT_MEMORY_FRACTION}; with --share-gpus "
-        f"{SHARED_MEMORY_FRACTION}, the trainer takes the rest)",
+        "fraction of each GPU's memory vLLM may take (with --share-gpus the trainer takes the rest)",
         type=fraction,
+        shown=f"{SPLIT_MEMORY_FRACTION}; with --share-gpus {SHARED_MEMORY_FRACTION}",
     )
     max_model_len: int | None = setting(
-        Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int
+        Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int, shown="the model's own"
     )
     dtype: str = setting(Env.DTYPE, "weight and activation dtype", "auto", one_of(*DTYPES))
     share_gpus: bool = switch(
