@@ -48,7 +48,14 @@ class TrainSettings:
     """train's settings: each field is a flag (`--output-dir`) and a variable (TRLSTACK_OUTPUT_DIR)."""
 
     recipe: str | None = setting(Env.RECIPE, f"one of {', '.join(RECIPES)}", positional=True)
-    config: str | None = setting(Env.CONFIG, "YAML config in TRL's format (default: the recipe's own)")
+    task: str | None = setting(
+        Env.TASK,
+        "a task folder: its config.yaml (unless --config), reward modules (importable), data and model "
+        "(paths in its config are relative to it); checked before anything starts",
+    )
+    config: str | None = setting(
+        Env.CONFIG, "YAML config in TRL's format (default: the task's config.yaml, else the recipe's own)"
+    )
     model: str | None = setting(Env.MODEL, "model to train; overrides model_name_or_path")
     dataset: str | None = setting(Env.DATASET, "dataset (Hub id or local path); overrides dataset_name")
     reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
