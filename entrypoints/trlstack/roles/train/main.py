@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from trlstack import models, policy
-from trlstack.command import require_program
+from trlstack.command import Command, require_program
 from trlstack.errors import run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
@@ -16,11 +17,12 @@ from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.launch import Launch, build_launch
 from trlstack.roles.train.preflight import check_served_model, say
-from trlstack.run import outputs, sharding
+from trlstack.run import outputs, sharding, task
 from trlstack.run.checkpoints import newest_checkpoint
 from trlstack.run.checks import check_overlap, resolve_recipe
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.task_check import require_task
 
 ROLE = Role(
     "train",
@@ -49,6 +51,16 @@ def smoke_steps(launch: Launch) -> str:
     return str(launch.config["max_steps"])
 
 
+def with_task(launch: Launch, settings: TrainSettings, environ: Mapping[str, str]) -> Launch:
+    """The launch with what it takes from the task folder (run/task.py: paths absolute, the folder on the
+    ranks' PYTHONPATH). Belongs in the launch's stages; here until they take it."""
+    keys, env, notes = task.task_launch(settings, launch.config, environ, Path.cwd())
+    command = Command(launch.command.argv, {**launch.command.env, **env})
+    return dataclasses.replace(
+        launch, command=command, config={**launch.config, **keys}, notes=[*launch.notes, *notes]
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         from trlstack import gpus as gpu_probe
@@ -58,7 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         environ = os.environ
         settings, args = parse_role(ROLE, TrainSettings, sys.argv[1:] if argv is None else argv, environ)
         recipe = resolve_recipe(settings.recipe)
-        config_path = Path(settings.config) if settings.config else recipe.bundled_config
+        config_path = task.config_path(settings, recipe)
         user_config = trl_config.load_config(config_path)
 
         if settings.cpu:
@@ -81,7 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         def decide(checkpoint: Path | None) -> Launch:
             unavailable = policy.hub_kernel_unavailable
             source = str(config_path)
-            return build_launch(settings, user_config, source, visible, checkpoint, unavailable, model_config)
+            launch = build_launch(
+                settings, user_config, source, visible, checkpoint, unavailable, model_config
+            )
+            return with_task(launch, settings, environ)
 
         launch = decide(checkpoint)
         layout = (launch.sharding, launch.processes)
@@ -106,6 +121,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print("\n".join(f"#   {line}" for line in text.splitlines()))
             return 0
         require_program(launch.command)
+        # The task (rewards called on its rows, its data and model) before waiting for the server: seconds.
+        root = task.base_folder(settings, Path.cwd())
+        say(require_task(launch.config, recipe, config_path, root, "task check").text("task check"))
         if settings.mode == "server":
             health.wait_for_health(settings.vllm_url, settings.health_timeout)
             served = health.served_model(health.check_weight_transfer(settings.vllm_url))
