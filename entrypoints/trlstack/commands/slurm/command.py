@@ -30,10 +30,12 @@ from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.options import add_settings, flag, settings_from, switch
 from trlstack.roles.serve.settings import ServeSettings
+from trlstack.run import task
 from trlstack.run.checks import check_resume_choice, resolve_recipe
 from trlstack.run.passthrough import split_extra
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.task_check import require_task
 from trlstack.run.trl_config import run_config
 
 
@@ -97,9 +99,11 @@ def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, dict[str, An
 
     recipe = resolve_recipe(args.recipe)
     wanted = settings_from(TrainSettings, args, only=TRAIN_SETTINGS, recipe=args.recipe)
+    wanted = replace(wanted, task=str(task.task_folder(wanted.task)) if wanted.task else None)
     check_resume_choice(wanted)
-    source = Path(wanted.config) if wanted.config else recipe.bundled_config
+    source = task.config_path(wanted, recipe)
     config = run_config(wanted, trl_config.load_config(source), recipe, str(source))
+    config.update(task.task_launch(wanted, config, {}, Path.cwd())[0])  # the task's model folder absolute
     given = settings_from(
         SlurmSettings,
         args,
@@ -121,16 +125,28 @@ def say(message: str) -> None:
     print(f"trlstack slurm: {message}", file=sys.stderr, flush=True)
 
 
+def _check_task(settings: SlurmSettings, config: dict[str, Any]) -> None:
+    """The task check train runs when it starts, here, before anything is queued."""
+    recipe = resolve_recipe(settings.recipe)
+    source = task.config_path(settings.train, recipe)
+    root = task.base_folder(settings.train, Path.cwd())
+    report = require_task(config, recipe, source, root, "task check")
+    if settings.train.task:
+        say(report.text("task check"))
+
+
 def run(args: argparse.Namespace) -> int:
     from trlstack.run import outputs
 
     settings, config = read_settings(args)
     delivery = settings_from(Delivery, args)
     text = render(check(settings))
+    if not delivery.dry_run:
+        host_checks(settings, submit=delivery.submit)
+    _check_task(settings, config)
     if delivery.dry_run:
         sys.stdout.write(text)
         return 0
-    host_checks(settings, submit=delivery.submit)
     # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
     # moves it aside here, once (never deleted), --resume lets the trainers continue it.
     run_dir = Path(settings.run_dir)

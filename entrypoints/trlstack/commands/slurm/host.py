@@ -48,7 +48,9 @@ def host_checks(
     mounts: str | None = None,
 ) -> None:
     """Checks of the submit host before a script is written or submitted; UsageError naming the fix."""
-    for flag, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
+    folders = [("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)]
+    folders += [("--task", settings.train.task)] if settings.train.task else []
+    for flag, path in folders:
         why = node_local(path, mounts)
         if why:
             raise UsageError(
