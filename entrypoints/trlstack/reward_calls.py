@@ -4,12 +4,10 @@ trainer takes (one finite number or None per completion), and which row it was g
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +107,8 @@ def resolved(value: Any) -> Any:
     inside a running event loop too, as TRL's is when it calls async rewards)."""
     if not inspect.isawaitable(value):
         return value
+    import asyncio  # here: 30 ms of imports a check of plain functions does not pay
+    from concurrent.futures import ThreadPoolExecutor
 
     async def awaited() -> Any:
         return await value

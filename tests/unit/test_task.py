@@ -145,7 +145,8 @@ def test_task_launch_makes_the_task_s_paths_absolute_and_puts_it_first_on_python
         {"path": "json", "data_files": {"train": str(folder / "data.jsonl")}, "split": "train"}
     ]
     assert env == {"PYTHONPATH": f"{folder}:/a:/b"}
-    assert any(str(folder) in note for note in notes)
+    assert notes[0].startswith(f"task {folder}: rewards imported from it")
+    assert notes[1:] == [f"model_name_or_path: {folder / 'model'}", "data data.jsonl (json, 1 file(s))"]
 
 
 def test_without_a_task_paths_are_the_working_folder_s_and_nothing_else_changes(tmp_path):

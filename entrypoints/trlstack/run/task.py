@@ -260,7 +260,7 @@ def task_launch(
         return keys, {}, []
     notes = [f"task {base}: rewards imported from it (first on PYTHONPATH), its paths made absolute"]
     notes += [f"{key}: {value}" for key, value in keys.items() if key in FOLDER_KEYS]
-    for source in sources({**config, **keys}, base):
+    for source in sources(config, base):
         if source.local:
             notes.append(
                 f"data {source.named} ({source.builder or source.kind}, {len(source.files)} file(s))"
