@@ -43,12 +43,17 @@ def test_init_check_and_a_cpu_run_train_the_scaffold_with_each_reward_s_mean_per
     assert re.search(r"^checkpoint-3$", done.stdout, re.M), done.stdout[-2000:]
 
 
+# Raises from step 3 on, in the last process only: with two, the other process scores its batch and waits in
+# the collective that follows, so both must learn of it and save together.
 RAISES_AT_STEP_3 = """
 cat >> /tmp/task/rewards.py <<'EOF'
 
 
 def late(completions, answer, trainer_state, **kwargs):
-    if trainer_state.global_step >= 2:
+    import os
+
+    last = int(os.environ.get("RANK", "0")) == int(os.environ.get("WORLD_SIZE", "1")) - 1
+    if trainer_state.global_step >= 2 and last:
         raise ValueError(f"cannot score {answer[0]}")
     return [0.0] * len(completions)
 EOF
@@ -56,20 +61,28 @@ sed -i 's/  - rewards.brevity/  - rewards.brevity\\n  - rewards.late/' /tmp/task
 """
 
 
-def test_a_reward_that_raises_ends_the_run_naming_it_after_the_last_finished_step_is_saved(trlstack_image):
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_reward_that_raises_ends_the_run_naming_it_after_the_last_finished_step_is_saved(
+    trlstack_image, processes
+):
     done = in_image(
         trlstack_image,
         f"{TINY}; trlstack init /tmp/task >/dev/null; {RAISES_AT_STEP_3}"
-        f"{TRAIN} -- --max_steps 5 --save_steps 100; echo exit=$?; "
+        "echo raise_line=$(grep -n 'raise ValueError' /tmp/task/rewards.py | cut -d: -f1); "
+        f"{TRAIN} --num-processes {processes} -- --max_steps 5 --save_steps 100; echo exit=$?; "
         "grep -o '\"global_step\": [0-9]*' /tmp/out/checkpoint-2/trainer_state.json; ls /tmp/out",
     )
     output = done.stdout + done.stderr
     assert "exit=1" in done.stdout, output[-6000:]
-    said = r"^train: reward late raised ValueError: cannot score (-?\d+) \(rewards\.py:(\d+)\) at step 3 "
+    who = "process 1: " if processes == 2 else ""  # told by the process it raised in, once
+    said = (
+        rf"^train: {who}reward late raised ValueError: cannot score (-?\d+) \(rewards\.py:(\d+)\) at step 3 "
+    )
     line = re.search(said + r"on prompt '[^']*', answer=(-?\d+), completion .*$", output, re.M)
     assert line, output[-6000:]
     assert line.group(1) == line.group(3)  # the row named is the row it raised on
-    assert line.group(2) == "52", "the line of the raise in rewards.py"
+    assert f"raise_line={line.group(2)}\n" in done.stdout, "the line of the raise in rewards.py"
+    assert output.count("reward late raised") == 1
     assert "train: /tmp/out/checkpoint-2 (step 2, the last finished) is saved; fix the reward" in output
     assert '"global_step": 2' in done.stdout  # complete: trainer_state.json is written last
     assert "checkpoint-3" not in done.stdout

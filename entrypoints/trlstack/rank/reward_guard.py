@@ -117,7 +117,8 @@ def end(trainer: Any, failed: Failure | None, say: Callable[[str], None]) -> Non
     if failed is not None:
         rank = os.environ.get("RANK")
         who = f"process {rank}: " if rank not in (None, "0") else ""
-        print(f"train: {who}{failed.text()}", file=sys.stderr, flush=True)
+        # On a line of its own: the progress bar leaves the cursor at the end of its line.
+        print(f"\ntrain: {who}{failed.text()}", file=sys.stderr, flush=True)
     if saved is None:
         say(f"no step had finished, so there is no checkpoint; fix the reward (or {NONE_FIX}) and run again")
     else:
@@ -209,7 +210,7 @@ def after_worker_failure(trainer: Any, error: BaseException, say: Callable[[str]
     if text is None:
         return
     step = int(trainer.state.global_step) + 1
-    print(f"train: {text}, generating for step {step}", file=sys.stderr, flush=True)
+    print(f"\ntrain: {text}, generating for step {step}", file=sys.stderr, flush=True)
     if trainer.accelerator.num_processes > 1:
         say(
             f"nothing saved (the other process waits for this one): the newest checkpoint stays; fix the "
