@@ -7,7 +7,8 @@
                       to (`save_to_disk`), named by `dataset_name` or by `datasets:` entries' `data_files`
     DIR/model/        optionally a model folder (config.json, tokenizer, weights), named by model_name_or_path
 
-A path in the config is relative to DIR (to the working folder where there is no task). The training
+A data or model path in the config is relative to DIR (to the working folder where there is no task; the
+output folder stays relative to where train runs, as compose and Slurm set it). The training
 processes get it absolute, and what TRL's scripts cannot load by name (one data file, a saved `datasets`
 folder) becomes a `datasets:` entry of the builder that reads it (`load_dataset(FILE)` takes only Hub names
 and folders of data files; `load_dataset(SAVED)` refuses a `save_to_disk` folder). Only the folder is read.
