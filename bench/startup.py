@@ -1,5 +1,5 @@
-"""Start-up time of the trlstack commands, side by side with a bare `python -c pass`, and proof that none of
-them imports torch.
+"""Start-up time of the trlstack commands (and of `trlstack check-task` on the task `trlstack init` writes,
+the whole check), side by side with a bare `python -c pass`, and proof that none of them imports torch.
 
     uv run --group bench python bench/startup.py [--runs 21]
 
@@ -18,6 +18,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +28,8 @@ ROLE_MODULES = ("trlstack.cli", "trlstack.roles.serve", "trlstack.roles.train")
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def commands(bindir: Path) -> dict[str, list[str]]:
-    """What a user types, as the venv's console scripts run it."""
+def commands(bindir: Path, task: Path) -> dict[str, list[str]]:
+    """What a user types, as the venv's console scripts run it; `task` is a folder `trlstack init` wrote."""
     return {
         "python -c pass": [sys.executable, "-c", "pass"],
         "trlstack --help": [str(bindir / "trlstack"), "--help"],
@@ -42,6 +43,8 @@ def commands(bindir: Path) -> dict[str, list[str]]:
             "--format",
             "env",
         ],
+        # The whole check of the scaffold: config, both rewards imported and called on 2 rows, its data.
+        "trlstack check-task (init's task)": [str(bindir / "trlstack"), "check-task", str(task)],
     }
 
 
@@ -156,7 +159,10 @@ def main() -> int:
         parser.error("--runs must be at least 15 for a stable median")
 
     bindir = Path(sys.executable).parent
-    samples = measure(commands(bindir), args.runs)
+    with tempfile.TemporaryDirectory() as scratch:
+        task = Path(scratch) / "task"
+        subprocess.run([str(bindir / "trlstack"), "init", str(task)], check=True, capture_output=True)
+        samples = measure(commands(bindir, task), args.runs)
     summary = summarize(samples)
     heavy = heavy_imports()
     over = [name for name, row in summary.items() if name != "python -c pass" and row["median_s"] >= TARGET_S]

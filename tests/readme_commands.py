@@ -147,6 +147,8 @@ HELP = "--help"
 SLURM = "tests/slurm/test_cpu_smoke.py::test_cpu_smoke_trains_one_model_across_two_nodes"
 NIX = "tests/nix/test_flake.py::"
 KERNEL_BAKE = "tests/image/test_kernel_bake.py"
+INIT_MYTASK = "trlstack init mytask >/dev/null"
+COMPOSE_TASK = "tests/compose/test_task.py::test_compose_up_trains_on_the_task_folder"
 # docker/README: the roles by hand, as compose's shared layout runs them
 DOCKER_RUN_SHARED = "docker run --rm --gpus all --network host --ipc host --pid host -e TINI_SUBREAPER=1"
 
@@ -171,6 +173,36 @@ EXERCISED: dict[str, Exercise] = {
     "docker compose -f compose.yaml -f compose/smoke.yaml up grpo": InCompose(),
     "trlstack plan --serve-gpus 0-5 --train-gpus 6,7 --tensor-parallel-size 2 --num-heads 14": Dry(
         append=PLAN_GPUS
+    ),
+    # README.md: your own task (each Dry command runs in an empty folder: the task is made first)
+    "trlstack init mytask --recipe grpo": Dry(),
+    "trlstack check-task mytask": Dry(
+        replace=(("trlstack check-task", f"{INIT_MYTASK} && trlstack check-task"),)
+    ),
+    "TRLSTACK_TASK=mytask docker compose up grpo": Elsewhere(
+        COMPOSE_TASK, "up on the CPU smoke stack with a task trlstack init wrote (no GPU here)"
+    ),
+    # compose/README.md: a task's CPU smoke
+    "TRLSTACK_TASK=mytask SMOKE_DATASET= SMOKE_REWARD_MODEL= docker compose -f compose.yaml "
+    "-f compose/smoke.yaml up grpo": Elsewhere(COMPOSE_TASK, "that command, in the test's own project"),
+    # slurm/README.md: a task on shared storage
+    "trlstack init /shared/tasks/mytask --recipe grpo": Elsewhere(
+        "tests/slurm/test_task.py::test_a_task_on_the_shared_mount_trains_across_two_nodes",
+        "trlstack init on the test cluster's shared volume",
+    ),
+    "trlstack slurm grpo --task /shared/tasks/mytask --nodes 4 --gpus-per-node 8 --image "
+    "/shared/images/trlstack.sif --output-dir /shared/runs/mytask --submit": Dry(
+        replace=(
+            ("--submit", "--dry-run"),
+            # a task on storage this host does not take for node-local (/tmp is, where the command runs): a
+            # folder in the home folder, removed after
+            ("/shared/tasks/mytask", '"$task/mytask"'),
+            (
+                "trlstack slurm",
+                'task=$(mktemp -d -p "$HOME") && trlstack init "$task/mytask" >/dev/null && trlstack slurm',
+            ),
+        ),
+        append='; rc=$?; rm -rf "$task"; exit $rc',
     ),
     # README.md: one GPU
     "trlstack plan --share-gpus --format env -o .env": Dry(append="--gpus 1"),

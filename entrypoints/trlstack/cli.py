@@ -28,6 +28,11 @@ MODULE_COMMANDS = {
         "trlstack.commands.bundle",
         "pack the locked GPU stack as an offline bundle for another machine",
     ),
+    "init": ("trlstack.commands.init", "write a task folder (config, rewards, data) that trains as it is"),
+    "check-task": (
+        "trlstack.commands.check_task",
+        "check a task folder in seconds: config, rewards called on its data, columns, model",
+    ),
     "tiny": (
         "trlstack.commands.tiny",
         "make a tiny model and tokenizer on the spot, for smoke tests without the Hub",

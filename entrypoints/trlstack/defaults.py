@@ -44,6 +44,7 @@ class Env(StrEnum):
     # flag beside the role's other settings.
     RECIPE = "TRLSTACK_RECIPE"
     CONFIG = "TRLSTACK_CONFIG"
+    TASK = "TRLSTACK_TASK"
     MODEL = "TRLSTACK_MODEL"
     DATASET = "TRLSTACK_DATASET"
     REWARD_MODEL = "TRLSTACK_REWARD_MODEL"

@@ -276,10 +276,15 @@ def test_caches_outputs_secret_and_limits(render, method, variant):
         mounted = {v["source"]: v["target"] for v in service["volumes"] if v["type"] == "volume"}
         assert mounted == CACHES
     assert set(model["volumes"]) == set(CACHES)
-    (outputs,) = [v for v in trainer["volumes"] if v["type"] == "bind"]
+    (outputs,) = [v for v in trainer["volumes"] if v["type"] == "bind" and v["target"] != "/task"]
     assert outputs["target"] == "/outputs" and outputs["source"] == str(REPO / "outputs")
     assert not outputs.get("bind", {}).get("create_host_path", False)
-    assert not [v for v in server["volumes"] if v["type"] == "bind"]
+    assert not [v for v in server["volumes"] if v["type"] == "bind" and v["target"] != "/task"]
+    # No task folder: /dev/null stands in at /task, read-only, and nothing inside names it.
+    for service in (server, trainer):
+        (task,) = [v for v in service["volumes"] if v["target"] == "/task"]
+        assert task["source"] == "/dev/null" and task["read_only"] is True
+        assert service["environment"]["TRLSTACK_TASK"] == ""
 
     # The HF token is a secret file that huggingface_hub reads through HF_TOKEN_PATH; none in the environment.
     for service in (server, trainer):
@@ -326,7 +331,25 @@ def test_user_settings_reach_the_roles(docker_engine, plan_env, tmp_path):
         assert service["user"] == "1234:1234"
     assert trainer["environment"]["TRLSTACK_DATASET"] == "org/data"
     assert model["secrets"]["hf_token"]["file"] == str(token)
-    assert [v["source"] for v in trainer["volumes"] if v["type"] == "bind"] == [str(tmp_path)]
+    assert sorted(v["source"] for v in trainer["volumes"] if v["type"] == "bind") == [
+        "/dev/null",
+        str(tmp_path),
+    ]
+
+
+@pytest.mark.parametrize("variant", [*VARIANTS, "colocate"])
+def test_a_task_folder_reaches_both_roles_read_only_at_task_in_every_layout(
+    docker_engine, plan_env, tmp_path, variant
+):
+    gpus = 1 if variant == "colocate" else 2
+    settings = {"TRLSTACK_TASK": str(tmp_path), "TRLSTACK_VARIANT": variant}
+    model = Compose(env_file=plan_env(gpus), settings=settings).config("grpo")
+    roles = [model["services"]["grpo"]] + ([model["services"]["vllm"]] if variant != "colocate" else [])
+    for service in roles:
+        (task,) = [v for v in service["volumes"] if v["target"] == "/task"]
+        assert (task["type"], task["source"], task["read_only"]) == ("bind", str(tmp_path), True)
+        assert service["environment"]["TRLSTACK_TASK"] == "/task"
+        assert not service["environment"].get("TRLSTACK_CONFIG")  # train reads /task/config.yaml
 
 
 def test_env_example_is_what_plan_writes_for_eight_gpus(tmp_path):

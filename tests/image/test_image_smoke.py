@@ -80,6 +80,7 @@ NEEDS_THE_GPU_STACK = [
     "test_recipes_kv_cache.py",
     "test_sharding_run.py",
     "test_recipes_space.py",
+    "test_rows.py",
 ]
 
 

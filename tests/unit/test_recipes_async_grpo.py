@@ -75,3 +75,27 @@ def test_a_chat_template_trl_cannot_parse_responses_of_is_refused_before_anythin
     known.save_pretrained(tmp_path / "unknown")
     with pytest.raises(SystemExit, match="is not one whose responses TRL's AsyncGRPOTrainer can parse"):
         script.check_response_parsing(str(tmp_path / "unknown"), trust_remote_code=False)
+
+
+@needs_trl
+def test_the_rewards_reach_the_rollout_worker_picklable_named_and_naming_a_raise(tmp_path, monkeypatch):
+    import importlib
+    import pickle
+    from types import SimpleNamespace
+
+    from trlstack.rank.reward_guard import RewardFailed
+
+    (tmp_path / "task_rewards.py").write_text(
+        "def strict(completions, **kwargs):\n    return [1 / len(c) for c in completions]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    script = importlib.import_module(RECIPE.module)
+    names = SimpleNamespace(reward_funcs=["accuracy_reward", "task_rewards.strict"])
+    funcs = script.load_reward_funcs(names, SimpleNamespace(max_completion_length=16))
+    assert [func.__name__ for func in funcs] == ["accuracy_reward", "strict"]  # TRL logs them by these
+    strict = pickle.loads(pickle.dumps(funcs[1]))  # as TRL spawns the rollout worker
+    assert strict(completions=["ab"], prompts=["p"]) == [0.5]
+    with pytest.raises(
+        RewardFailed, match=r"reward strict raised ZeroDivisionError: .* on prompt 'p', completion ''"
+    ):
+        strict(completions=[""], prompts=["p"])

@@ -60,13 +60,14 @@ class AsyncGRPOScriptArguments(ScriptArguments):  # type: ignore[misc]  # TRL is
 
 
 def load_reward_funcs(script_args: Any, training_args: Any) -> list[Any]:
+    from trlstack.rank.reward_guard import picklable
     from trlstack.rank.rewards import named_reward_funcs
 
     reward_funcs: list[Any] = []
     reward_funcs += named_reward_funcs(script_args.reward_funcs or [], training_args.max_completion_length)
     if not reward_funcs:
         raise ValueError("Async GRPO needs a judge of completions: set `reward_funcs`.")
-    return reward_funcs
+    return picklable(reward_funcs)  # one that raises in the rollout worker is named with its row
 
 
 RESPONSE_PARSING = (

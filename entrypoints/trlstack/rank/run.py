@@ -110,12 +110,19 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(train)
     def train_until_stopped(trainer: Any, *args: Any, **kwargs: Any) -> Any:
+        from trlstack.rank import reward_guard
+
         callback = checkpoint_on_stop(trainer.accelerator)
         trainer.add_callback(callback)
         space.guard_saves(trainer, say)  # a save the disk has no room for ends the run, reported to train
+        reward_guard.install(trainer, say)  # a reward that raises ends the run naming it, step saved
         handle_stop_signals()  # again: setting up the trainer may have replaced the handler
         STOP.phase = "training"
-        output = train(trainer, *args, **kwargs)
+        try:
+            output = train(trainer, *args, **kwargs)
+        except Exception as error:  # async-grpo: its rollout worker's reward failure, raised here
+            reward_guard.after_worker_failure(trainer, error, say)
+            raise
         STOP.phase = "finishing"
         save_whole(trainer)
         step = callback.stopped_at

@@ -124,9 +124,10 @@ def set_aside_state(where: str) -> None:
         state.rename(state.with_name(STATE_NAME + SET_ASIDE))
 
 
-def end_run(report: dict[str, Any], say: Callable[[str], None]) -> None:
-    """Hand `report` to train and end this rank without a traceback: exit 0 once train has it (it exits 1),
-    else, where nothing can be written for it, say why here and exit 1."""
+def end_run(report: dict[str, Any], say: Callable[[str], None], failed: int = 1) -> None:
+    """Hand `report` (its `kind`: no-space, reward) to train and end this rank without a traceback: exit 0
+    once train has it (it exits 1), else, where nothing can be written for it, say why here and exit
+    `failed`."""
     path = report_path(os.environ, report["rank"])
     try:
         if path is None:
@@ -138,7 +139,7 @@ def end_run(report: dict[str, Any], say: Callable[[str], None]) -> None:
                 f"the disk is full: {report['checkpoint']} could not be saved ({report['free']} bytes free, "
                 f"{report['need']} needed); free space or set save_total_limit, then run again"
             )
-        raise SystemExit(1) from None
+        raise SystemExit(failed) from None
     raise SystemExit(0)
 
 

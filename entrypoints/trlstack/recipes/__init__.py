@@ -24,6 +24,10 @@ PARSER_KEYS = frozenset({"env"})
 NOT_FIELDS = frozenset({"help", "config"})
 
 
+# Every trainer passes these to a reward function (GRPOTrainer._calculate_rewards and its kin, trl 1.16).
+_REWARD_KWARGS = ("prompts", "completions", "completion_ids")
+
+
 @dataclass(frozen=True)
 class Recipe:
     name: str
@@ -33,6 +37,11 @@ class Recipe:
     reward_keys: tuple[str, ...]  # at least one must be set: something must judge the completions
     reward_model_key: str | None  # where `train --reward-model` puts a reward model (None: it takes none)
     server_only: bool = False  # generates only through a vLLM server: no colocate, no --cpu
+    # The keywords the trainer calls a reward function with besides the dataset's columns, and the columns
+    # it does not pass on (trlstack check-task holds a task's rewards to both).
+    reward_kwargs: tuple[str, ...] = (*_REWARD_KWARGS, "trainer_state", "log_extra", "log_metric")
+    columns_not_passed: tuple[str, ...] = ("prompt", "completion", "completion_ids")
+    columns: tuple[str, ...] = ("prompt",)  # the dataset columns the trainer reads itself
 
     @property
     def bundled_config(self) -> Path:
@@ -72,6 +81,9 @@ RECIPES: dict[str, Recipe] = {
         ),
         reward_keys=("reward_model_path", "reward_funcs"),
         reward_model_key="reward_model_path",
+        # OnlineDPOTrainer._calculate_rewards_from_functions: no loggers; every column but prompt
+        reward_kwargs=(*_REWARD_KWARGS, "trainer_state"),
+        columns_not_passed=("prompt",),
     ),
     # TRL's AsyncGRPOTrainer: generation on the server overlaps training (async_grpo.py). Its rewards are
     # scored in a rollout process without a GPU: functions only, no reward model.
@@ -87,6 +99,7 @@ RECIPES: dict[str, Recipe] = {
         reward_keys=("reward_funcs",),
         reward_model_key=None,
         server_only=True,
+        reward_kwargs=_REWARD_KWARGS,  # the rollout worker's _score_group: no trainer state, no loggers
     ),
 }
 

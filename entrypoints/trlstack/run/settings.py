@@ -55,8 +55,17 @@ class TrainSettings:
     recipe: str | None = setting(
         Env.RECIPE, "the recipe to train", type=one_of(*RECIPES), positional=True, group=RUN
     )
+    task: str | None = setting(
+        Env.TASK,
+        "a task folder: its config.yaml (unless --config), reward modules (importable), data and model "
+        "(paths in its config are relative to it); checked before anything starts",
+        group=RUN,
+    )
     config: str | None = setting(
-        Env.CONFIG, "YAML config in TRL's format", shown="the recipe's own", group=RUN
+        Env.CONFIG,
+        "YAML config in TRL's format",
+        shown="the task's config.yaml, else the recipe's own",
+        group=RUN,
     )
     model: str | None = setting(Env.MODEL, "model to train; overrides model_name_or_path", group=RUN)
     dataset: str | None = setting(

@@ -9,7 +9,8 @@ accelerate's launcher takes. `decide` runs them in order; run/launch.py turns th
 4. `sharding`: DDP or FSDP2, from the memory estimate;
 5. `attention`: the attention implementation the GPUs run fastest;
 6. `resume`: the checkpoint the run continues from;
-7. `environment`: what the recipe's script needs besides.
+7. `environment`: what the recipe's script needs besides;
+8. `task_stage`: what the run takes from its task folder (paths, PYTHONPATH).
 
 The run's settings are checked and its config made once, in `make_run`; the decisions more than one stage
 reads are made once, on the `Run`: the training processes (`Run.processes`) and vLLM's share of each training
@@ -18,6 +19,7 @@ GPU (`Run.vllm_share`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -30,7 +32,7 @@ from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
 from trlstack.plan import memory, vllm_fraction
 from trlstack.recipes import Recipe
-from trlstack.run import asynchronous, sharding, trl_config
+from trlstack.run import asynchronous, sharding, task, trl_config
 from trlstack.run.checks import check_contradictions, resolve_recipe
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
@@ -83,6 +85,9 @@ class Run:
     unavailable: Callable[[str], str | None] = lambda implementation: None
     route: Callable[[str, int], str] = addresses.local_address_toward
     is_local: Callable[[str], bool] = addresses.is_local_address
+    # what a task's paths are relative to without a task, and the PYTHONPATH its folder goes first on
+    cwd: Path = field(default_factory=Path.cwd)
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
     @cached_property
     def processes(self) -> int:
@@ -262,6 +267,13 @@ def environment(run: Run) -> Part:
     return Part()
 
 
+def task_stage(run: Run) -> Part:
+    """What the run takes from its task folder (run/task.py): its data and model paths absolute, what TRL
+    cannot load by name as a `datasets:` entry, the folder first on the ranks' PYTHONPATH."""
+    keys, env, notes = task.task_launch(run.settings, run.config, run.environ, run.cwd)
+    return Part(keys, env, notes)
+
+
 # The stages in order: each later one's config keys win, and the notes are logged in this order.
 STAGES: tuple[Callable[[Run], Part], ...] = (
     layout,
@@ -271,4 +283,5 @@ STAGES: tuple[Callable[[Run], Part], ...] = (
     attention,
     resume,
     environment,
+    task_stage,
 )

@@ -72,27 +72,33 @@ def load_config(path: Path) -> dict[str, Any]:
     return config
 
 
+def unknown_keys(
+    config: Mapping[str, Any], recipe: Recipe, accepted: frozenset[str] | None = None
+) -> list[str]:
+    """Each key of `config` the recipe's script would not accept (`accepted`: its fields), with the nearest
+    valid name where one is close: `lerning_rate (did you mean learning_rate?)`."""
+    accepted = passthrough.accepted_keys(recipe.name) if accepted is None else accepted
+    described = []
+    for key in sorted(set(config) - accepted):
+        near = difflib.get_close_matches(key, accepted, n=1)
+        described.append(f"{key} (did you mean {near[0]}?)" if near else key)
+    return described
+
+
 def check_keys(
     config: Mapping[str, Any], recipe: Recipe, source: str, accepted: frozenset[str] | None = None
 ) -> None:
-    """UsageError naming every key the recipe's script would not accept (`accepted`: its fields), with the
-    nearest valid names."""
-    accepted = passthrough.accepted_keys(recipe.name) if accepted is None else accepted
-    unknown = sorted(set(config) - accepted)
-    if not unknown:
-        return
-    described = []
-    for key in unknown:
-        near = difflib.get_close_matches(key, accepted, n=1)
-        described.append(f"{key} (did you mean {near[0]}?)" if near else key)
-    raise UsageError(
-        f"{source} has keys the {recipe.name} script does not accept: {', '.join(described)}. "
-        f"Use field names of {recipe.describe_dataclasses()} (trl 1.16), or remove them."
-    )
+    """UsageError naming every key the recipe's script would not accept, with the nearest valid names."""
+    unknown = unknown_keys(config, recipe, accepted)
+    if unknown:
+        raise UsageError(
+            f"{source} has keys the {recipe.name} script does not accept: {', '.join(unknown)}. "
+            f"Use field names of {recipe.describe_dataclasses()} (trl 1.16), or remove them."
+        )
 
 
-def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
-    """UsageError naming what a run cannot do without: a model, a dataset, and a judge of completions."""
+def missing_keys(config: Mapping[str, Any], recipe: Recipe) -> list[str]:
+    """What a run cannot do without and `config` lacks: a model, a dataset, and a judge of completions."""
     missing = []
     if not config.get("model_name_or_path"):
         missing.append(f"model_name_or_path (or pass --model / {Env.MODEL})")
@@ -100,6 +106,12 @@ def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> No
         missing.append(f"dataset_name or datasets (or pass --dataset / {Env.DATASET})")
     if not any(config.get(key) for key in recipe.reward_keys):
         missing.append(" or ".join(recipe.reward_keys) + f" (or pass --reward-model / {Env.REWARD_MODEL})")
+    return missing
+
+
+def check_required(config: Mapping[str, Any], recipe: Recipe, source: str) -> None:
+    """UsageError naming what a run cannot do without: a model, a dataset, and a judge of completions."""
+    missing = missing_keys(config, recipe)
     if missing:
         raise UsageError(f"{source} is missing required keys: {'; '.join(missing)}.")
 

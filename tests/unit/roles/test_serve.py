@@ -355,3 +355,21 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
     err = capsys.readouterr().err
     assert err.startswith("serve-vllm: error: ")
     assert message in err
+
+
+def served(capsys) -> str:
+    words = shlex.split(capsys.readouterr().out)
+    return words[words.index("serve") + 1]
+
+
+def test_a_task_s_model_folder_is_served_unless_a_model_is_named(clean_env, capsys, no_exec, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "config.yaml").write_text("model_name_or_path: model\n")
+    clean_env.setenv("TRLSTACK_TASK", str(tmp_path))
+    assert serve.main(["--gpus", "1", "--print-command"]) == 0
+    assert served(capsys) == str(tmp_path / "model")
+    assert serve.main(["--gpus", "1", "--model", "org/other", "--print-command"]) == 0
+    assert served(capsys) == "org/other"
+    (tmp_path / "config.yaml").write_text("learning_rate: 1.0\n")  # names no model: the default
+    assert serve.main(["--gpus", "1", "--print-command"]) == 0
+    assert served(capsys) == "Qwen/Qwen2.5-0.5B-Instruct"

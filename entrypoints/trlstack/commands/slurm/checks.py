@@ -19,7 +19,7 @@ from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES, Recipe
 from trlstack.roles.serve import settings as serve
 from trlstack.run import checks as train_checks
-from trlstack.run import trl_config
+from trlstack.run import task, trl_config
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
@@ -86,11 +86,12 @@ def check(settings: SlurmSettings) -> Job:
     recipe = train_checks.check_job(
         train, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu
     )
-    source = Path(train.config) if train.config else recipe.bundled_config
+    source = task.config_path(train, recipe)
     config, _ = trl_config.run_config(
         train, trl_config.load_config(source), recipe, str(source), TRAIN_TAKEN, "trlstack slurm"
     )
     check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
+    config.update(task.task_launch(train, config, {}, Path.cwd())[0])  # the task's paths absolute
     model = config.get("model_name_or_path")  # the run's: both roles get it
     if model != settings.train.model:
         settings = replace(settings, train=replace(settings.train, model=model))

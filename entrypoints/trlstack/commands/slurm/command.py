@@ -29,10 +29,11 @@ from trlstack.errors import UsageError
 from trlstack.files import write_atomically
 from trlstack.options import add_settings, flag, settings_from, switch
 from trlstack.roles.serve.settings import ServeSettings
-from trlstack.run import outputs
+from trlstack.run import outputs, task
 from trlstack.run.passthrough import split_extra
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.task_check import require_task
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,11 @@ def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, Delivery]:
     )
     settings = replace(
         given,
-        train=replace(given.train, config=_absolute(given.train.config)),
+        train=replace(
+            given.train,
+            config=_absolute(given.train.config),
+            task=str(task.task_folder(given.train.task)) if given.train.task else None,
+        ),
         output_dir=os.path.abspath(given.output_dir),
         image=_absolute(given.image) if given.image and given.runtime != "pyxis" else given.image,
         cache_dir=_absolute(given.cache_dir),
@@ -124,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     # A dry run refuses what writing would refuse of the job's folders, the run already in its run folder
     # included, and moves nothing.
     folder_checks(settings, path)
+    check_task(job)
     if delivery.dry_run:
         settle_run_folder(job, move=False)
         sys.stdout.write(text)
@@ -136,6 +142,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
         return 0
     return submit(settings, path)
+
+
+def check_task(job: Job) -> None:
+    """The task check train runs when it starts, here, before anything is queued: a broken task is refused
+    in seconds, not on every trainer once the job runs."""
+    source = task.config_path(job.settings.train, job.recipe)
+    root = task.base_folder(job.settings.train, Path.cwd())
+    report = require_task(job.config, job.recipe, source, root, "task check")
+    if job.settings.train.task:
+        say(report.text("task check"))
 
 
 def room_on_storage(job: Job) -> None:

@@ -46,7 +46,9 @@ def node_local(path: str, mounts: str | None = None) -> str | None:
 def folder_checks(settings: SlurmSettings, script: Path, mounts: str | None = None) -> None:
     """The job's folders, for a dry run and a write alike: the output and cache folders shared between nodes,
     the script a file; UsageError naming the fix."""
-    for flag, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
+    folders = [("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)]
+    folders += [("--task", settings.train.task)] if settings.train.task else []
+    for flag, path in folders:
         why = node_local(path, mounts)
         if why:
             raise UsageError(

@@ -20,14 +20,16 @@ ROLE_STEPS = {"serve": SERVER_STEP, "train": TRAINER_STEP}
 def runtime(job: Job) -> tuple[list[str], list[str]]:
     """(srun options, command prefix) that run a role's command in the image."""
     settings = job.settings
+    # The task folder at its own path, read-only: its config, rewards, data and model, for both roles.
+    task = [f"{settings.train.task}:{settings.train.task}:ro"] if settings.train.task else []
     if settings.runtime == "apptainer":
         prefix = ["apptainer", "exec", *(["--nv"] if job.layout.gpus_per_node else [])]
         prefix += ["--bind", Var('"$OUTPUT_DIR"'), "--bind", Var('"$CACHE_DIR:/cache"')]
-        for bind in settings.bind:
+        for bind in [*task, *settings.bind]:
             prefix += ["--bind", bind]
         return [], [*prefix, Var('"$IMAGE"')]
     if settings.runtime == "pyxis":
-        mounts = ",".join([settings.output_dir, f"{settings.cache}:/cache", *settings.bind])
+        mounts = ",".join([settings.output_dir, f"{settings.cache}:/cache", *task, *settings.bind])
         options = [Var('--container-image="$IMAGE"'), f"--container-mounts={mounts}"]
         return [*options, "--no-container-mount-home", Var('--container-workdir="$OUTPUT_DIR"')], []
     if settings.image:  # an environment: its activate script first
@@ -69,6 +71,7 @@ def trainer_command(job: Job) -> list[str]:
     settings, run, layout = job.settings, job.settings.train, job.layout
     argv = ["train", settings.recipe]
     for flag, value in (
+        ("--task", run.task),
         ("--config", run.config),
         ("--model", run.model),
         ("--dataset", run.dataset),

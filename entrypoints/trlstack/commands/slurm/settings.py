@@ -24,8 +24,9 @@ DEFAULT_STOP_GRACE = 300
 SERVER_STEP, TRAINER_STEP, CHECK_STEP = "serve-vllm", "train", "node-check"
 
 # The roles' settings the job takes, as the roles declare them (flag, variable, help, default). train's: the
-# run's config and what overrides it, and --resume/--fresh, decided once on the submit host.
+# run's task and config and what overrides them, and --resume/--fresh, decided once on the submit host.
 RUN_SETTINGS = (
+    "task",
     "config",
     "model",
     "dataset",

@@ -14,19 +14,21 @@ so that server binds loopback only, always: no flag opens it to other addresses.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Callable, Sequence
 
 from trlstack.addresses import host_addresses, resolved
 from trlstack.command import Command, exec_command
-from trlstack.defaults import LOOPBACK, VLLM_ENV, Env
+from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
 from trlstack.plan import vllm_fraction
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.serve.settings import TAKEN, ServeSettings
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
+from trlstack.run.task import task_model
 from trlstack.transfer import BACKEND_CONFIG, IPC, NCCL, check, resolve
 
 ROLE = Role(
@@ -131,7 +133,7 @@ def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
         )
     tp, dp = parallel_sizes(settings, len(gpus))
     transfer = chosen_transfer(settings)
-    argv = ["vllm", "serve", settings.model, *server_flags(transfer)]
+    argv = ["vllm", "serve", settings.model or DEFAULT_MODEL, *server_flags(transfer)]
     argv += ["--host", settings.host, "--port", str(settings.port)]
     argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp)]
     memory = vllm_fraction(settings.share_gpus, settings.gpu_memory_utilization)
@@ -163,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         environ = os.environ
         settings, args = parse_role(ROLE, ServeSettings, sys.argv[1:] if argv is None else argv, environ)
+        if settings.task and not settings.model:  # the trainer's model, the same folder both roles load
+            settings = dataclasses.replace(settings, model=task_model(settings.task))
         check_bind(settings.host, settings.allow_public_bind, transfer=chosen_transfer(settings))
         gpus = visible_gpus(environ) if args.gpus is None else [Gpu(index) for index in range(args.gpus)]
         command = build_command(settings, gpus)

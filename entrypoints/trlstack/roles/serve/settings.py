@@ -19,7 +19,15 @@ DTYPES = ("auto", "bfloat16", "float16", "half", "float", "float32")
 class ServeSettings:
     """serve-vllm's settings: each field is a flag (--max-model-len) and a variable (TRLSTACK_...)."""
 
-    model: str = setting(Env.MODEL, "model to serve (Hub id or local path)", DEFAULT_MODEL)
+    model: str | None = setting(
+        Env.MODEL,
+        "model to serve (Hub id or local path)",
+        shown=f"the --task's model, else {DEFAULT_MODEL}",
+    )
+    task: str | None = setting(
+        Env.TASK,
+        "a task folder (train --task): serve the model its config.yaml names, a folder in it included",
+    )
     host: str = setting(Env.VLLM_HOST, "address to bind", LOOPBACK)
     port: int = http_port_setting()
     tensor_parallel_size: int | None = setting(

@@ -16,12 +16,13 @@ from trlstack.gpus import Gpu
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.preflight import check_served_model, say
-from trlstack.run import outputs, space
+from trlstack.run import outputs, space, task
 from trlstack.run.checkpoints import newest_checkpoint
 from trlstack.run.checks import check_overlap, resolve_recipe
 from trlstack.run.launch import Launch, build_launch, render
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.task_check import require_task
 from trlstack.run.weight_transfer import check_server, chosen
 
 ROLE = Role(
@@ -75,7 +76,7 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
 
     settings, args = parse_role(ROLE, TrainSettings, argv, environ)
     recipe = resolve_recipe(settings.recipe)
-    source = Path(settings.config) if settings.config else recipe.bundled_config
+    source = task.config_path(settings, recipe)
     user_config = trl_config.load_config(source)
     gpus = training_gpus(settings, args.gpus, environ)
     launch, aside = decide(settings, user_config, source, gpus, args.print_command, environ)
@@ -89,6 +90,9 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
             print("\n".join(f"#   {line}" for line in text.splitlines()))
         return 0
     require_program(launch.command)
+    # The task (rewards called on its rows, its data and model) before waiting for the server: seconds.
+    root = task.base_folder(settings, Path.cwd())
+    say(require_task(launch.config, recipe, source, root, "task check").text("task check"))
     if settings.mode == "server":
         wait_for_server(settings, launch.config["model_name_or_path"], environ)
     output_dir = Path(launch.config["output_dir"])
@@ -130,6 +134,10 @@ def decide(
         outputs.check_writable(output_dir)
     checkpoint, incomplete = newest_checkpoint(output_dir)
     model = settings.model or user_config.get("model_name_or_path")
+    if model:  # a model folder of the task's, named relative to it
+        model = task.local_folders({"model_name_or_path": model}, task.base_folder(settings, Path.cwd())).get(
+            "model_name_or_path", model
+        )
     model_config = models.read_config(str(model), environ) if model else None
     unavailable = policy.hub_kernel_unavailable
 

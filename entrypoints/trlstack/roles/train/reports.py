@@ -1,6 +1,7 @@
 """What train tells when a rank ended the run early and said why (rank/space.py: a save the disk had no room
-for): the folder, its free bytes and what a checkpoint needs, the checkpoint left incomplete, the one a rerun
-resumes from, and the fix. The ranks exit 0 so that no launcher prints a traceback; train exits 1."""
+for; rank/reward_guard.py: a reward function that raised, which its rank has told): the folder, its free
+bytes and what a checkpoint needs, the checkpoint left incomplete, the one a rerun resumes from, and the
+fix. The ranks exit 0 so that no launcher prints a traceback; train exits 1."""
 
 from __future__ import annotations
 
@@ -82,6 +83,8 @@ def explain(folder: Path | None) -> list[str] | None:
     if not reports:
         return None
     told = [report for report in reports if report.get("kind") == "no-space"]
+    if not told and any(report.get("kind") == "reward" for report in reports):
+        return ["the run ended: a reward function failed (above: which, where, and what is saved)"]
     if not told:  # the rank that failed runs on another machine: its train says the rest
         failed = reports[0].get("failed_rank")
         return [

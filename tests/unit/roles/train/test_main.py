@@ -79,8 +79,11 @@ TINY_MODEL = {  # trlstack tiny's: 358,784 parameters, 4.3 MB of float32 weights
 
 
 def tiny_model(folder: Path) -> Path:
+    """A model folder as the task check reads one: config.json, a tokenizer and weights (not loaded here)."""
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    for part in ("tokenizer.json", "model.safetensors"):
+        (folder / part).write_text("{}")
     return folder
 
 

@@ -86,3 +86,13 @@ def test_no_report_is_no_explanation_and_the_folder_goes_afterwards():
         assert explain(folder) is None
     assert not folder.exists()
     assert explain(None) is None
+
+
+def test_a_reward_that_failed_ends_the_run_as_a_users_error_its_rank_having_said_which(tmp_path):
+    # rank/reward_guard.py: the failing rank printed the function, step and row; every rank then reports and
+    # exits 0, so that no launcher adds a traceback, and train ends 1 with one line pointing at that message.
+    (tmp_path / "rank-0.json").write_text(json.dumps({"kind": "reward", "rank": 0}))
+    (tmp_path / "rank-1.json").write_text(json.dumps({"kind": "reward", "rank": 1}))
+    assert explain(tmp_path) == [
+        "the run ended: a reward function failed (above: which, where, and what is saved)"
+    ]
