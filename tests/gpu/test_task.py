@@ -73,9 +73,10 @@ def test_the_scaffold_trains_ten_grpo_steps_in_colocate(task, tmp_path):
         str(task),
         "--output-dir",
         str(output),
-        "--",
     ]
-    argv += [*TRL_ARGS, "--vllm_gpu_memory_utilization", "0.3"]
+    fixed = os.environ.get(FIXED_KV_CACHE)  # other GPU work beside: an engine that does not profile memory
+    argv += ["--vllm-kv-cache-gib", f"{int(fixed) / 2**30:g}"] if fixed else []
+    argv += ["--", *TRL_ARGS, "--vllm_gpu_memory_utilization", "0.3"]
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1200)
     log = done.stdout + done.stderr
