@@ -11,9 +11,10 @@ from collections.abc import Mapping
 
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
-from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
+from trlstack.gpus import is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
-from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
+from trlstack.plan import COLOCATE_VARIANT, ENV_KEYS
+from trlstack.plan.rules import ENV_FILE, Layout, check_layout, check_no_server, check_processes
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
 LAYOUT_VARIANTS = ("shared", "isolated", COLOCATE_VARIANT)
@@ -88,10 +89,15 @@ def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
         ) from None
 
 
+def _ranks_per_gpu(values: Mapping[str, str]) -> int:
+    key = Env.RANKS_PER_GPU  # the trainer's own variable, which compose passes on unchanged
+    return _env_count(values, key) or 1
+
+
 def check_colocate(values: Mapping[str, str], service: str | None) -> str:
     """Check a colocate plan: the trainer's GPUs and processes; no server, so nothing that needs one."""
     variant = f"{Env.VARIANT}={COLOCATE_VARIANT}"
-    train_key, processes_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_NUM_PROCESSES, Env.PLAN_SHARE_GPUS
+    train_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_SHARE_GPUS
     if service in NEEDS_SERVER:
         raise UsageError(
             f"{NEEDS_SERVER[service]}, but {variant} (the one-GPU plan) runs vLLM inside the trainer "
@@ -104,20 +110,19 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
             "inside the "
             f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
         )
+    tp = _env_count(values, Env.PLAN_TENSOR_PARALLEL_SIZE)
+    check_no_server(tp, _env_fraction(values, Env.PLAN_GPU_MEMORY_UTILIZATION), ENV_FILE, variant)
     train = _env_gpus(values, train_key)
-    processes = _env_count(values, processes_key)
-    if processes is not None and processes > len(train):
-        raise UsageError(
-            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
-            f"{len(train)}; lower it or remove the line."
-        )
+    processes = _env_count(values, Env.PLAN_NUM_PROCESSES)
+    where = ENV_FILE.train.of(values[train_key])
+    check_processes(processes, len(train), _ranks_per_gpu(values), ENV_FILE, where)
     return f"{variant}: training on {train_key}={values[train_key]} with vLLM inside the trainer, no server"
 
 
 def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
     the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
-    as the user wrote it."""
+    as the user wrote it. The rules are the plan's own (plan/rules.py)."""
     variant = values.get(Env.VARIANT, "").strip()
     if variant and variant not in LAYOUT_VARIANTS:
         raise UsageError(
@@ -129,38 +134,22 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
     share = _env_switch(values, share_key)
-    shared = [index for index in serve if index in train]
-    if share and set(serve) != set(train):
-        raise UsageError(
-            f"{share_key}={values[share_key]} runs the server and the trainer on the same GPUs, but "
-            f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} differ; give both one set "
-            f"({REWRITE})."
-        )
-    if shared and not share:
-        raise UsageError(
-            f"GPU {describe_indices(shared)} is in both {serve_key}={values[serve_key]} and "
-            f"{train_key}={values[train_key]}: the server and the trainer need disjoint GPUs. Change one of "
-            f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
-        )
-    _env_fraction(values, memory_key)
-    tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
-    needed = (tp or 1) * (dp or 1)
-    if needed > len(serve):
-        sizes = " x ".join(f"{key}={value}" for key, value in ((tp_key, tp), (dp_key, dp)) if value)
-        raise UsageError(
-            f"{sizes} needs {needed} GPUs, but {serve_key}={values[serve_key]} has {len(serve)}; make the "
-            f"sizes fit ({REWRITE})."
-        )
-    if processes is not None and processes > len(train):
-        raise UsageError(
-            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
-            f"{len(train)}; lower it or remove the line."
-        )
-    port = _env_port(values, port_key, DEFAULT_VLLM_PORT)
-    if port == _env_port(values, group_key, DEFAULT_GROUP_PORT):
-        raise UsageError(f"{port_key} and {group_key} are both {port}; the two need different ports.")
+    layout = Layout(
+        serve=serve,
+        train=train,
+        tensor_parallel_size=_env_count(values, tp_key),
+        data_parallel_size=_env_count(values, dp_key),
+        share_gpus=share,
+        gpu_memory_utilization=_env_fraction(values, memory_key),
+        port=_env_port(values, port_key, DEFAULT_VLLM_PORT),
+        group_port=_env_port(values, group_key, DEFAULT_GROUP_PORT),
+        processes=_env_count(values, processes_key),
+        ranks_per_gpu=_ranks_per_gpu(values),
+    )
+    sizes = check_layout(layout, ENV_FILE)
     how = "share their GPUs" if share else "are disjoint"
     return (
         f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} {how}; vLLM on "
-        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''}, training on {len(train)}"
+        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''} (tensor-parallel {sizes.tensor_parallel_size} x "
+        f"data-parallel {sizes.data_parallel_size}), training on {len(train)}"
     )

@@ -113,7 +113,12 @@ BAD = [
     ([], ("plan", "--check"), {"SERVE_GPUS": "", "TRAIN_GPUS": "1"}, ["SERVE_GPUS is not set"]),
     ([], ("plan", "--service", "vllm"), {}, ["--service names what --check checks", "add --check"]),
     ([], ("plan", "--gpus", "1", "--gpu-memory-utilization", "0.5"), {}, ["runs no server", "--share-gpus"]),
-    (H200S[:1], ("plan",), {"TRLSTACK_TENSOR_PARALLEL_SIZE": "2"}, ["needs that many GPUs", "has one"]),
+    (
+        H200S[:1],
+        ("plan",),
+        {"TRLSTACK_TENSOR_PARALLEL_SIZE": "2"},
+        ["TRLSTACK_TENSOR_PARALLEL_SIZE) needs that many GPUs", "the one-GPU plan runs none"],
+    ),
 ]
 
 
@@ -226,7 +231,8 @@ def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch):
     assert (code, out) == (0, "")
     assert (
         err
-        == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs, training on 2\n"
+        == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs (tensor-parallel "
+        "1 x data-parallel 2), training on 2\n"
     )
 
 

@@ -27,7 +27,8 @@ def test_a_plan_written_by_plan_passes_its_check():
     for n in (2, 4, 8, 64):
         assert "are disjoint" in check_env(make_plan(machine(n)).env())
     assert check_env({"SERVE_GPUS": "3", "TRAIN_GPUS": "0,1"}) == (
-        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU, training on 2"
+        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU (tensor-parallel 1 x data-parallel 1), "
+        "training on 2"
     )
     for n in (1, 2, 8):
         assert "share their GPUs" in check_env(make_plan(machine(n), share_gpus=True).env())
@@ -35,7 +36,8 @@ def test_a_plan_written_by_plan_passes_its_check():
         shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": yes}
         assert (
             check_env(shared)
-            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU, training on 1"
+            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU (tensor-parallel 1 x "
+            "data-parallel 1), training on 1"
         )
 
 
@@ -71,7 +73,7 @@ BAD_ENV = [
     ({"DATA_PARALLEL_SIZE": "many"}, "DATA_PARALLEL_SIZE='many' in .env is not a positive whole number"),
     (
         {"TENSOR_PARALLEL_SIZE": "2"},
-        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 has 4",
+        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 gives vLLM 4",
     ),
     ({"TENSOR_PARALLEL_SIZE": "8", "DATA_PARALLEL_SIZE": ""}, "TENSOR_PARALLEL_SIZE=8 needs 8 GPUs, but"),
     ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
