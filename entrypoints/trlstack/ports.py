@@ -18,7 +18,7 @@ def http_port_setting() -> Any:
 
 
 def group_port_setting() -> Any:
-    """The NCCL weight-transfer port (train --vllm-group-port, plan and doctor --group-port)."""
+    """The NCCL weight-transfer port (--group-port of train, plan, doctor and slurm)."""
     help = "port of the NCCL group that moves weights from the trainer to vLLM"
     return setting(Env.VLLM_GROUP_PORT, help, DEFAULT_GROUP_PORT, port_number)
 

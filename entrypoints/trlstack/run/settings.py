@@ -14,8 +14,9 @@ from trlstack.defaults import (
     Env,
 )
 from trlstack.gpus import gpu_spec
-from trlstack.option_types import one_of, positive_float, positive_int, rank_number, wait_seconds
+from trlstack.option_types import fraction, one_of, positive_float, positive_int, rank_number, wait_seconds
 from trlstack.options import setting, switch
+from trlstack.plan.rules import SHARED_MEMORY_FRACTION
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.run import pipeline
@@ -52,8 +53,12 @@ class TrainSettings:
     model: str | None = setting(Env.MODEL, "model to train; overrides model_name_or_path")
     dataset: str | None = setting(Env.DATASET, "dataset (Hub id or local path); overrides dataset_name")
     reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions")
-    vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url)
-    vllm_group_port: int = group_port_setting()
+    vllm_url: str | None = setting(  # None: no server named (`server_url`: where one is looked for)
+        Env.VLLM_URL,
+        f"the vLLM server (default {DEFAULT_VLLM_URL}); naming one trains against it, on one GPU too",
+        type=checked_url,
+    )
+    group_port: int = group_port_setting()
     host_ip: str | None = setting(
         Env.VLLM_HOST_IP,
         "this trainer's address as the server reaches it (NCCL rendezvous; default: 127.0.0.1 for a server "
@@ -111,8 +116,17 @@ class TrainSettings:
         "rank for NCCL's own 30 minutes)",
         type=wait_seconds,
     )
-    vllm_mode: str | None = setting(  # None means the default, server
-        Env.VLLM_MODE, "server, or colocate (one GPU)", type=one_of(*VLLM_MODES)
+    vllm_mode: str | None = setting(  # None: decided by the GPUs (run/mode.py), as the plan decides it
+        Env.VLLM_MODE,
+        "server, or colocate (vLLM inside the trainer); default: colocate on one visible GPU with no server "
+        "named (--vllm-url, --share-gpus, --serve-gpus), as `trlstack plan` plans one GPU, else server",
+        type=one_of(*VLLM_MODES),
+    )
+    gpu_memory_utilization: float | None = setting(  # None: the plan's share (plan.vllm_fraction)
+        Env.GPU_MEMORY_UTILIZATION,
+        f"with --share-gpus: the server's fraction of each GPU's memory, as serve-vllm takes it (default "
+        f"{SHARED_MEMORY_FRACTION}); the trainer's memory is weighed in the rest",
+        type=fraction,
     )
     vllm_kv_cache_gib: float | None = setting(  # None: vLLM sizes it from its start-up memory profile
         Env.VLLM_KV_CACHE_GIB,
@@ -148,8 +162,13 @@ class TrainSettings:
 
     @property
     def mode(self) -> str:
-        """ "cpu", "server" or "colocate"."""
+        """ "cpu", "server" or "colocate" (unset: server; run/mode.py decides it from the GPUs first)."""
         return "cpu" if self.cpu else (self.vllm_mode or "server")
+
+    @property
+    def server_url(self) -> str:
+        """Where the vLLM server is: the one named, else the default."""
+        return self.vllm_url or DEFAULT_VLLM_URL
 
     @property
     def push_timeout(self) -> float:

@@ -75,7 +75,7 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
             print("\n".join(f"#   {line}" for line in text.splitlines()))
         return 0
     require_program(launch.command)
-    if settings.mode == "server":
+    if launch.mode == "server":  # decided with the launch: a run that names no server may be colocate
         wait_for_server(settings, launch.config["model_name_or_path"], environ)
     output_dir = Path(launch.config["output_dir"])
     if aside is not None:
@@ -143,8 +143,8 @@ def wait_for_server(settings: TrainSettings, trained: str, environ: Mapping[str,
     """Wait until the server answers, has a weight-transfer engine and serves the model trained."""
     from trlstack.roles.train import health
 
-    health.wait_for_health(settings.vllm_url, settings.health_timeout)
-    served = health.served_model(health.check_weight_transfer(settings.vllm_url))
-    say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
+    health.wait_for_health(settings.server_url, settings.health_timeout)
+    served = health.served_model(health.check_weight_transfer(settings.server_url))
+    say(f"the vLLM server at {settings.server_url} is healthy and has a weight-transfer engine")
     if served:
         check_served_model(settings, served, trained, environ)
