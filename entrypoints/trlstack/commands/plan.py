@@ -209,6 +209,21 @@ def make_request(request: PlanRequest, ports: Ports) -> tuple[Plan, dict[str, An
     return plan, config
 
 
+def check_written(text: str, output: str) -> None:
+    """The .env about to be written, checked as compose's plan-check will read it: a line kept from the user's
+    file that the check refuses (a misspelled TRLSTACK_VARIANT, a plan key under the role's name) stops the
+    write, naming it."""
+    import io
+
+    from dotenv import dotenv_values
+
+    values = {key: value or "" for key, value in dotenv_values(stream=io.StringIO(text)).items()}
+    try:
+        check_env(values)
+    except UsageError as error:
+        raise UsageError(f"{output} would not pass compose's plan check, nothing written: {error}") from None
+
+
 def write(output: str, fmt: str, plan: Plan) -> None:
     """The plan written to `output` atomically; as .env, merged into the file there (render.merge_env)."""
     if not output.strip():
@@ -218,6 +233,7 @@ def write(output: str, fmt: str, plan: Plan) -> None:
     if fmt == "env" and os.path.exists(output):
         with open(output) as stream:
             text = merge_env(stream.read(), plan)
+        check_written(text, output)
     else:
         text = render(plan, fmt)
     try:

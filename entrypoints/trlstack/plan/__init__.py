@@ -47,6 +47,18 @@ ENV_KEYS = (
     Env.PLAN_GPU_MEMORY_UTILIZATION,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
+# The variable each plan key reaches the roles as (compose maps one to the other): one setting, whose one name
+# in .env is the plan's key. The variable written in .env would be left out, or win, unseen; it is refused.
+ROLE_VARIABLES = {
+    Env.PLAN_SERVE_GPUS: Env.SERVE_GPUS,
+    Env.PLAN_TENSOR_PARALLEL_SIZE: Env.TENSOR_PARALLEL_SIZE,
+    Env.PLAN_DATA_PARALLEL_SIZE: Env.DATA_PARALLEL_SIZE,
+    Env.PLAN_NUM_PROCESSES: Env.NUM_PROCESSES,
+    Env.PLAN_VLLM_PORT: Env.VLLM_PORT,
+    Env.PLAN_VLLM_GROUP_PORT: Env.VLLM_GROUP_PORT,
+    Env.PLAN_SHARE_GPUS: Env.SHARE_GPUS,
+    Env.PLAN_GPU_MEMORY_UTILIZATION: Env.GPU_MEMORY_UTILIZATION,
+}
 
 
 @dataclass(frozen=True)

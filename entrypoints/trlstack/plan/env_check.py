@@ -13,7 +13,7 @@ from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
-from trlstack.plan import COLOCATE_VARIANT, ENV_KEYS
+from trlstack.plan import COLOCATE_VARIANT, ENV_KEYS, ROLE_VARIABLES
 from trlstack.plan.rules import ENV_FILE, Layout, check_layout, check_no_server, check_processes
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
@@ -119,16 +119,39 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
     return f"{variant}: training on {train_key}={values[train_key]} with vLLM inside the trainer, no server"
 
 
-def check_env(values: Mapping[str, str], service: str | None = None) -> str:
-    """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
-    the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
-    as the user wrote it. The rules are the plan's own (plan/rules.py)."""
+def check_variant(values: Mapping[str, str]) -> str:
+    """The compose layout TRLSTACK_VARIANT names ("" for compose's default); UsageError for one compose has
+    no file for."""
     variant = values.get(Env.VARIANT, "").strip()
     if variant and variant not in LAYOUT_VARIANTS:
         raise UsageError(
             f"{Env.VARIANT}={values[Env.VARIANT]!r} in .env names no compose layout: compose includes "
             f"compose/<{Env.VARIANT}>.yaml, so write one of {', '.join(LAYOUT_VARIANTS)}, spelled so."
         )
+    return variant
+
+
+def check_spellings(values: Mapping[str, str]) -> None:
+    """One name a setting: a plan key written as the role's variable (ROLE_VARIABLES), which compose would
+    leave out or let win unseen, is refused naming the key to write instead."""
+    for key, variable in ROLE_VARIABLES.items():
+        written = values.get(variable, "")
+        if not written.strip():
+            continue
+        beside = f", beside {key}={values[key]}," if values.get(key, "").strip() else ""
+        raise UsageError(
+            f"{variable}={written} in .env (or compose's environment){beside} is the role's name for {key}, "
+            f"which .env holds under the plan's name, {key}; write {key}={written} and remove {variable} "
+            f"({REWRITE}, keeping your other lines)."
+        )
+
+
+def check_env(values: Mapping[str, str], service: str | None = None) -> str:
+    """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
+    the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
+    as the user wrote it. The rules are the plan's own (plan/rules.py)."""
+    check_spellings(values)
+    variant = check_variant(values)
     if variant == COLOCATE_VARIANT:
         return check_colocate(values, service)
     serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS

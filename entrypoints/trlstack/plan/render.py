@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, ONE_GPU_WHY, Plan
+from trlstack.plan.env_check import check_variant
 
 FORMATS = ("table", "env", "json")
 
@@ -55,10 +56,22 @@ def merge_env(existing: str, plan: Plan) -> str:
 
     python-dotenv reads the file as compose does: `export KEY=...`, quoted values over several lines and
     comments are entries of their own, kept or replaced whole. TRLSTACK_VARIANT is the user's (shared or
-    isolated) except where a plan chose it: a colocate plan writes it, and a server plan drops the colocate
-    an earlier plan wrote, leaving compose's default layout (shared).
+    isolated, kept) except where a plan chose it: a colocate plan writes it, and a server plan drops the
+    colocate an earlier plan wrote, leaving compose's default layout (shared). A colocate plan over a server
+    layout the user chose is refused, naming both ways on: nothing the user wrote is dropped unseen.
     """
     from dotenv.parser import parse_stream
+
+    entries = list(parse_stream(io.StringIO(existing)))
+    variants = [entry.value or "" for entry in entries if entry.key == Env.VARIANT]
+    chosen = [check_variant({Env.VARIANT: value}) for value in variants]  # a misspelled one named so
+    if plan.colocate and chosen and chosen[-1] not in ("", COLOCATE_VARIANT):
+        raise UsageError(
+            f"{Env.VARIANT}={chosen[-1]} in the .env runs compose's {chosen[-1]} layout, with a vLLM "
+            "server, and the plan for this machine of one GPU runs none (colocate: vLLM inside the "
+            "trainer). Keep your layout with a server beside the trainer: `trlstack plan --share-gpus "
+            f"--format env -o .env`; or remove the {Env.VARIANT} line for colocate."
+        )
 
     def planned(key: str | None, value: str | None) -> bool:
         if key == Env.VARIANT:
@@ -67,7 +80,7 @@ def merge_env(existing: str, plan: Plan) -> str:
 
     kept = "".join(
         entry.original.string
-        for entry in parse_stream(io.StringIO(existing))
+        for entry in entries
         if not planned(entry.key, entry.value) and not entry.original.string.lstrip().startswith(ENV_HEADER)
     ).splitlines()
     while kept and not kept[-1].strip():

@@ -327,3 +327,42 @@ def test_a_failed_plan_leaves_an_existing_env_file_alone(capsys, tmp_path, no_ex
     target.write_text("SERVE_GPUS=0\n")
     code, _, _ = run(capsys, "plan", "--gpus", "2", "--serve", "2", "--format", "env", "-o", str(target))
     assert code == 1 and target.read_text() == "SERVE_GPUS=0\n"
+
+
+def test_a_new_plan_keeps_the_layout_the_user_chose_or_refuses_naming_both_ways(capsys, tmp_path, no_exec):
+    target = tmp_path / ".env"
+    target.write_text("TRLSTACK_VARIANT=isolated\nHF_HUB_OFFLINE=1\n")
+    assert run(capsys, "plan", "--gpus", "4", "--format", "env", "-o", str(target))[0] == 0
+    assert target.read_text().startswith("TRLSTACK_VARIANT=isolated\nHF_HUB_OFFLINE=1\n\n# GPU plan")
+    kept = target.read_text()
+    # One GPU, where the plan would be colocate: the user's server layout is not dropped.
+    code, out, err = run(capsys, "plan", "--gpus", "1", "--format", "env", "-o", str(target))
+    assert code == 1 and out == "" and target.read_text() == kept
+    assert "TRLSTACK_VARIANT=isolated in the .env runs compose's isolated layout" in err
+    assert "`trlstack plan --share-gpus --format env -o .env`" in err
+    assert run(capsys, "plan", "--gpus", "1", "--share-gpus", "--format", "env", "-o", str(target))[0] == 0
+    assert (
+        target.read_text().startswith("TRLSTACK_VARIANT=isolated\n")
+        and "SHARE_GPUS=1\n" in target.read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            "TRLSTACK_VARIANT=isolate",
+            ["TRLSTACK_VARIANT='isolate' in .env names no compose layout", "isolated"],
+        ),
+        (
+            "TRLSTACK_GPU_MEMORY_UTILIZATION=0.5",
+            ["would not pass compose's plan check, nothing written: ", "the role's name for GPU_MEMORY_UTIL"],
+        ),
+    ],
+)
+def test_a_kept_line_the_plan_check_refuses_stops_the_write_naming_it(capsys, tmp_path, no_exec, line, words):
+    target = tmp_path / ".env"
+    target.write_text(f"{line}\n")
+    code, out, err = run(capsys, "plan", "--gpus", "4", "--format", "env", "-o", str(target))
+    assert code == 1 and out == "" and target.read_text() == f"{line}\n"
+    assert all(word in err for word in words)
