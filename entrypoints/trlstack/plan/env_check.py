@@ -141,8 +141,7 @@ def check_spellings(values: Mapping[str, str]) -> None:
         beside = f", beside {key}={values[key]}," if values.get(key, "").strip() else ""
         raise UsageError(
             f"{variable}={written} in .env (or compose's environment){beside} is the role's name for {key}, "
-            f"which .env holds under the plan's name, {key}; write {key}={written} and remove {variable} "
-            f"({REWRITE}, keeping your other lines)."
+            f"which .env holds under the plan's name, {key}; write {key}={written} and remove {variable}."
         )
 
 

@@ -149,7 +149,7 @@ def check_ports(ports: Mapping[str, int]) -> None:
         if port in taken:
             raise UsageError(
                 f"{taken[port]} and {name} are both {port}; the HTTP API, the NCCL weight-transfer group and "
-                "the training machines' rendezvous each need a port of their own."
+                f"the training machines' rendezvous each need a port of their own: give {name} another."
             )
         taken[port] = name
 
