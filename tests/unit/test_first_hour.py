@@ -340,8 +340,8 @@ def test_old_and_other_spellings_are_refused_naming_the_one_name(machine):
         and "write GPU_MEMORY_UTILIZATION=0.5 and remove TRLSTACK_GPU_MEMORY_UTILIZATION" in done.stderr
     )
     # the fix as the message says it: the key written, the other spelling removed
-    fix = "-e '/^TRLSTACK_GPU_MEMORY_UTILIZATION=/d' -e 's/^GPU_MEMORY_UTILIZATION=.*/GPU_MEMORY_UTILIZATION=0.5/'"
-    host.ok(f"sed -i {fix} .env")
+    removed = "-e '/^TRLSTACK_GPU_MEMORY_UTILIZATION=/d'"
+    host.ok(f"sed -i {removed} -e 's/^GPU_MEMORY_UTILIZATION=.*/GPU_MEMORY_UTILIZATION=0.5/' .env")
     assert host.plan_check().returncode == 0 and env_values(host.folder)["GPU_MEMORY_UTILIZATION"] == "0.5"
 
 
