@@ -62,13 +62,13 @@ def make_dataset(work: Path, prompt_words: int) -> Path:
 
 
 def start_server(
-    model_dir: Path, layout: str, log: Path, kv_cache_bytes: int | None
+    model_dir: Path, layout: str, log: Path, kv_cache_bytes: int | None, transfer: str = "nccl"
 ) -> tuple[subprocess.Popen, str, float]:
     serve_gpu, _, shared = LAYOUTS[layout]
     port = free_port()
     fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
-            str(fraction), *(["--share-gpus"] if shared else []),
+            str(fraction), *(["--share-gpus"] if shared else []), "--weight-transfer", transfer,
             *(["--", "--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu}
     started = time.perf_counter()
@@ -96,7 +96,8 @@ def train_argv(
 ) -> list[str]:
     shared = LAYOUTS[args.layout][2]
     argv = ["train", recipe, "--vllm-url", url, "--model", str(model), "--dataset", str(data),
-            "--output-dir", str(out), "--fresh", *(["--share-gpus"] if shared else [])]  # fmt: skip
+            "--output-dir", str(out), "--fresh", *(["--share-gpus"] if shared else []),
+            "--weight-transfer", getattr(args, "weight_transfer", "nccl")]  # fmt: skip
     if recipe == "async-grpo":
         argv += ["--max-staleness", str(args.max_staleness)]
     argv += ["--", "--reward_funcs", REWARD, "--max_steps", str(args.steps), "--logging_steps", "1",
@@ -106,6 +107,10 @@ def train_argv(
              "--report_to", "none"]  # fmt: skip
     if recipe == "async-grpo":
         argv += ["--token_budget", "0", "--dtype", "bfloat16"]
+    elif getattr(
+        args, "bf16_weights", False
+    ):  # the same weights dtype as async-grpo's (gpu_server_mode --ipc)
+        argv += ["--dtype", "bfloat16"]
     return argv
 
 
@@ -196,6 +201,12 @@ def main() -> int:
     parser.add_argument("--case-timeout", type=int, default=900)
     parser.add_argument("--recipes", nargs="*", default=list(RECIPES), choices=RECIPES)
     parser.add_argument(
+        "--weight-transfer",
+        choices=("nccl", "ipc"),
+        default="nccl",
+        help="how the weights reach the server (the figures recorded below: nccl; ipc needs shared-gpu)",
+    )
+    parser.add_argument(
         "--measure-after",
         type=Path,
         help="start the server now, but run no trainer before this file exists (other GPU work can end while "
@@ -214,7 +225,8 @@ def main() -> int:
     report: dict = {
         "benchmark": "samples/s of grpo and async-grpo in server mode: same model, batch and reward",
         "layout": args.layout,
-        "gpu_sharing": "one H200 time-sliced by the server and the trainer; pushes over NCCL sockets, not P2P"
+        "gpu_sharing": "one GPU time-sliced by the server and the trainer; pushes "
+        + ("through CUDA IPC" if args.weight_transfer == "ipc" else "over NCCL sockets, not P2P")
         if shared
         else "one GPU each",
         # each recipe's own default: grpo trains float32 weights under bf16 autocast (TRL's), async-grpo bf16
@@ -244,7 +256,7 @@ def main() -> int:
 
     model, data = make_model(work, args.shape), make_dataset(work, args.prompt_words)
     server, url, report["server_start_s"] = start_server(
-        model, args.layout, work / "server.log", args.kv_cache_bytes
+        model, args.layout, work / "server.log", args.kv_cache_bytes, args.weight_transfer
     )
     report["server_kv_cache_bytes"] = args.kv_cache_bytes or "profiled by vLLM"
     if args.measure_after is not None:

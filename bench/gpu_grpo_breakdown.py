@@ -284,6 +284,12 @@ def run_trainer(kind: str, shape: str, variant: str, model_dir: str, args) -> di
     with tempfile.TemporaryDirectory(prefix="grpo-out-") as output_dir:
         config = grpo_config(kind if kind in ("grpo", "grpo-server") else "train", variant, args, output_dir)
         trainer_after_s = time.time() - STARTED  # imports and data, before the trainer is made
+        if (
+            os.environ.get("TRLSTACK_WEIGHT_TRANSFER") == "ipc"
+        ):  # bench/gpu_server_mode.py --ipc: as train's ranks
+            from trlstack.rank import ipc_push
+
+            ipc_push.install(lambda line: None, "trl.scripts.grpo", os.environ)
         started = time.perf_counter()
         trainer = GRPOTrainer(
             model=model_dir,

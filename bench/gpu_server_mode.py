@@ -13,6 +13,18 @@ engine already warm) and a restart. Colocate runs the same step on one GPU twice
 warm. Random-weight Qwen2.5-shaped models, bf16 weights, completions forced to --completion-tokens.
 
     python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json
+
+With --ipc, on one GPU: the weight push through CUDA IPC against NCCL sockets, and what it does to the step,
+side by side at each shape (default 0.5B, 1.5B and the largest shape whose trainer fits beside vLLM's share,
+by trlstack's memory estimate, which the report says). For each shape: a server with vLLM's IPC engine
+(`serve-vllm --share-gpus`, fixed 2 GiB KV cache), pushed to --pushes times from a process holding the bf16
+weights (bench/gpu_push.py: packed and unpacked), then, at the --step-shapes (all by default), the GRPO step
+over IPC (the `grpo-server` case, its ranks' push replaced as train's are); a server with the NCCL engine
+(`--weight-transfer nccl`, eager), pushed to the same way through TRL's client; at the step shapes the
+colocated step. At the first step shape also async-grpo against grpo over IPC (bench/gpu_async_grpo.py's
+runs, both with bf16 weights). Servers that only take pushes run eager. Writes JSON and a plot beside it.
+
+    python bench/gpu_server_mode.py --ipc --out bench/results/gpu_ipc.json
 """
 
 from __future__ import annotations
@@ -40,7 +52,13 @@ VARIANT = "trl"  # TRL's own GRPO defaults (the breakdown's variant of that name
 
 
 def start_server(
-    model_dir: Path, layout: str, cache: Path, log: Path, eager: bool, kv_cache_bytes: int | None
+    model_dir: Path,
+    layout: str,
+    cache: Path,
+    log: Path,
+    eager: bool,
+    kv_cache_bytes: int | None,
+    transfer: str = "nccl",
 ) -> tuple:
     serve_gpu, _, shared = LAYOUTS[layout]
     port = free_port()
@@ -49,6 +67,7 @@ def start_server(
             *(["--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
     argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
             str(fraction), *(["--share-gpus"] if shared else []),
+            "--weight-transfer", transfer,
             *(["--", *vllm] if vllm else [])]  # fmt: skip
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu, "VLLM_CACHE_ROOT": str(cache)}
     started = time.perf_counter()
@@ -94,7 +113,7 @@ def summary(case: dict, pushed: int | None = None) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layout", choices=LAYOUTS, default="shared-gpu")
-    parser.add_argument("--shapes", nargs="*", default=["0.5B", "1.5B"])
+    parser.add_argument("--shapes", nargs="*", help="default 0.5B 1.5B (--ipc: and the largest that fits)")
     parser.add_argument("--out", type=Path, default=Path("bench/results/gpu_server_mode.json"))
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--skip", type=int, default=2)
@@ -122,7 +141,22 @@ def main() -> int:
     parser.add_argument(
         "--colocate-runs", type=int, default=2, help="colocate runs per shape: compile cache cold, then warm"
     )
+    parser.add_argument("--ipc", action="store_true", help="CUDA IPC against NCCL sockets on one GPU (above)")
+    parser.add_argument("--pushes", type=int, default=5, help="--ipc: timed pushes per transport")
+    parser.add_argument(
+        "--async-steps", type=int, default=10, help="--ipc: steps of async-grpo and grpo (0: none)"
+    )
+    parser.add_argument(
+        "--step-shapes",
+        nargs="*",
+        help="--ipc: shapes whose GRPO step is also measured, server and colocate (all)",
+    )
     args = parser.parse_args()
+    if args.ipc:
+        import gpu_ipc
+
+        return gpu_ipc.study(args, sys.argv[1:])
+    args.shapes = args.shapes or ["0.5B", "1.5B"]
     keys = ("steps", "skip", "batch", "generations", "completion_tokens", "prompt_words")
     args.passthrough = [f"--{k.replace('_', '-')}={getattr(args, k)}" for k in keys]
     _, train_gpu, shared = LAYOUTS[args.layout]

@@ -23,8 +23,17 @@ variable "BASE_IMAGE" { default = "debian:trixie-slim@sha256:d7e12182ce18b85b930
 // Private index or PyPI mirror.
 variable "UV_INDEX_URL" { default = "https://pypi.org/simple" }
 variable "PIP_INDEX_URL" { default = "https://pypi.org/simple" }
-// 1: bake the Kernels Hub attention kernels into the image (needs the Hub); 0: skip.
-variable "WITH_KERNEL_CACHE" { default = "1" }
+// Kernels Hub attention kernels: auto bakes them where the Hub answers (none where it cannot be reached), 1 bakes
+// them or fails the build, 0 bakes none. Without docker/kernels/kernels.lock the build locks them first.
+variable "WITH_KERNEL_CACHE" { default = "auto" }
+// The Hub or a mirror of it the kernels come from (huggingface_hub's variable); empty: https://huggingface.co.
+variable "HF_ENDPOINT" { default = "" }
+// When the build asks the Hub for the kernels' current commits (no committed lock): part of the kernels stage's
+// cache key, so a new value asks again (docker/build.sh sets the time of the build).
+variable "KERNELS_ASKED" { default = "" }
+// sha256 of the kernels.lock the image holds, empty for none (the lock the `sbom` target writes beside the SBOM):
+// the build checks it; set, the label org.trlstack.kernel-cache is 1.
+variable "KERNELS_LOCK_SHA256" { default = "" }
 // CA bundle for TLS-intercepting proxies and a Hugging Face token file: BuildKit secrets, never in a layer.
 variable "CA_BUNDLE" { default = "" }
 variable "HF_TOKEN_FILE" { default = "" }
@@ -53,6 +62,10 @@ target "_common" {
     UV_INDEX_URL         = UV_INDEX_URL
     PIP_INDEX_URL        = PIP_INDEX_URL
     WITH_KERNEL_CACHE    = WITH_KERNEL_CACHE
+    HF_ENDPOINT          = HF_ENDPOINT
+    KERNELS_ASKED        = KERNELS_ASKED
+    KERNELS_LOCK_SHA256  = KERNELS_LOCK_SHA256
+    KERNEL_CACHE         = KERNELS_LOCK_SHA256 != "" ? "1" : "0"
     PYTHON_VERSION       = PYTHON_VERSION
     TORCH_VERSION        = TORCH_VERSION
     VLLM_VERSION         = VLLM_VERSION
@@ -78,7 +91,8 @@ target "trlstack" {
   ]
 }
 
-// The SBOM alone, written to dist/sbom/sbom.cdx.json (the image holds the same file).
+// The SBOM, written to dist/sbom/sbom.cdx.json (the image holds the same file), with what the kernels stage baked:
+// dist/sbom/kernels.txt (one line) and, when it baked kernels, dist/sbom/kernels.lock (the image's lock).
 target "sbom" {
   inherits = ["_common"]
   target   = "sbom-file"

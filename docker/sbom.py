@@ -1,13 +1,16 @@
-"""Write the image's CycloneDX 1.5 SBOM: the Python packages of `uv export` that this venv holds and the
-Debian packages dpkg lists as installed.
+"""Write the image's CycloneDX 1.5 SBOM: the Python packages of `uv export` that this venv holds, the Kernels
+Hub kernels baked into its kernel cache and the Debian packages dpkg lists as installed.
 
 Runs at build time with the venv's Python. Each Python component keeps the one wheel that was installed (the
 one whose tags the venv's Python ranks highest, as an installer picks) with its sha256 from uv.lock, and gains
 the sha256 of the RECORD that wheel installed (`trlstack:record-sha256`): the SBOM pins every installed file.
 The metadata names the packages of the lock that the image leaves out (excluded-packages.txt), the sha256 of
 uv.lock and of slim.sh's manifest of the files it removed or stripped, and the hash of each installed file no
-RECORD vouches for (uv's venv files, files a RECORD gets wrong). The same inputs give the same bytes: the
-timestamp is SOURCE_DATE_EPOCH and the serial number is derived from the content."""
+RECORD vouches for (uv's venv files, files a RECORD gets wrong). Each baked kernel is a component named by its
+repository at the locked commit, with the build variant the cache holds and that variant's hash from the lock;
+the metadata gives the sha256 of the cache's kernels.lock, which `trlstack verify` holds the cache to. The
+same inputs give the same bytes: the timestamp is SOURCE_DATE_EPOCH and the serial number is derived from the
+content."""
 
 from __future__ import annotations
 
@@ -125,6 +128,34 @@ def python_components(export: dict, venv: Path, excluded: list[str]) -> tuple[li
     return components, errors
 
 
+def kernel_components(cache: Path | None) -> tuple[list[dict], list[dict]]:
+    """One component per kernel build variant the cache holds, and the metadata property giving the sha256 of
+    the cache's kernels.lock; none of either without a lock (no kernels baked)."""
+    lock_path = None if cache is None else cache / "kernels.lock"
+    if lock_path is None or not lock_path.is_file():
+        return [], []
+    components = []
+    for entry in json.loads(lock_path.read_text()):
+        repo, sha = entry["repo_id"], entry["sha"]
+        build = cache / f"kernels--{repo.replace('/', '--')}" / "snapshots" / sha / "build"
+        for variant in sorted(p.name for p in build.iterdir()) if build.is_dir() else []:
+            components.append(
+                {
+                    "type": "library",
+                    "bom-ref": f"kernel:{repo}@{sha}:{variant}",
+                    "name": repo,
+                    "version": sha,
+                    "properties": [
+                        {"name": "trlstack:source", "value": "kernels-hub"},
+                        {"name": "trlstack:kernel-variant", "value": variant},
+                        {"name": "trlstack:kernel-variant-hash", "value": entry["variants"][variant]["hash"]},
+                    ],
+                }
+            )
+    lock_sha256 = hashlib.sha256(lock_path.read_bytes()).hexdigest()
+    return components, [{"name": "trlstack:kernels-lock-sha256", "value": lock_sha256}]
+
+
 def debian_components(status: str, distro: str) -> list[dict]:
     """One component per package dpkg lists as installed, sorted by name."""
     components = []
@@ -155,6 +186,7 @@ def build_sbom(args: argparse.Namespace) -> tuple[dict, list[str]]:
     export = json.loads(args.uv_export.read_text())
     excluded = excluded_names(args.excluded)
     python, errors = python_components(export, args.venv, excluded)
+    kernels, kernel_properties = kernel_components(args.kernel_cache)
     debian = debian_components(DPKG_STATUS.read_text(), distro_id())
     kept = {c["bom-ref"] for c in python}
     epoch = int(os.environ["SOURCE_DATE_EPOCH"])
@@ -178,10 +210,11 @@ def build_sbom(args: argparse.Namespace) -> tuple[dict, list[str]]:
                     "value": hashlib.sha256(args.slimmed.read_bytes()).hexdigest(),
                 },
             ]
+            + kernel_properties
             + [{"name": "trlstack:excluded-package", "value": name} for name in excluded]
             + [{"name": "trlstack:venv-file", "value": line} for line in venv_files(args.venv, args.slimmed)],
         },
-        "components": python + debian,
+        "components": python + kernels + debian,
         "dependencies": [
             {**d, "dependsOn": [ref for ref in d.get("dependsOn", []) if ref in kept]}
             for d in export.get("dependencies", [])
@@ -202,6 +235,11 @@ def main() -> int:
     parser.add_argument("--excluded", type=Path, required=True, help="docker/excluded-packages.txt")
     parser.add_argument("--slimmed", type=Path, required=True, help="the manifest docker/slim.sh wrote")
     parser.add_argument("--lock", type=Path, required=True, help="uv.lock")
+    parser.add_argument(
+        "--kernel-cache",
+        type=Path,
+        help="the Kernels Hub cache the image holds (with its kernels.lock, if any)",
+    )
     parser.add_argument("--output", type=Path, required=True)
     args = parser.parse_args()
     sbom, errors = build_sbom(args)
@@ -210,8 +248,10 @@ def main() -> int:
     if errors:
         return 1
     args.output.write_text(json.dumps(sbom, indent=2) + "\n")
-    python = sum(c["purl"].startswith("pkg:pypi/") for c in sbom["components"])
-    print(f"sbom: {python} Python and {len(sbom['components']) - python} Debian components", file=sys.stderr)
+    python = sum(c.get("purl", "").startswith("pkg:pypi/") for c in sbom["components"])
+    debian = sum(c.get("purl", "").startswith("pkg:deb/") for c in sbom["components"])
+    kernels = len(sbom["components"]) - python - debian
+    print(f"sbom: {python} Python, {kernels} Kernels Hub and {debian} Debian components", file=sys.stderr)
     return 0
 
 

@@ -6,6 +6,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+usage() {
+  cat <<'EOF'
+usage: scripts/up.sh [METHOD]
+
+Train METHOD on this GPU machine with the compose stack: grpo (the default), rloo, online-dpo or async-grpo.
+Builds the image if this machine lacks it (docker/build.sh), writes .env with this machine's GPU plan if there
+is none (`trlstack plan` in the image), makes the outputs folder, then runs `docker compose up METHOD`; each
+step is skipped once done. It stops before the build where no GPU can be given to containers, naming the fix.
+
+Variables: TRLSTACK_IMAGE (the image's tag), BASE_IMAGE (the image the build starts from), TRLSTACK_OUTPUTS
+(the outputs folder, ./outputs). Compose's own options: run `docker compose up METHOD ...` once .env exists.
+Without a GPU, the CPU smoke of the stack, from the image (compose/README.md):
+  bash docker/build.sh && mkdir -p outputs && docker compose -f compose.yaml -f compose/smoke.yaml up grpo
+EOF
+}
+
+# Every argument is read before anything long starts: a mistyped one stops here, not after a 15-minute build.
+case "${1:-}" in
+  -h | --help) usage; exit 0 ;;
+  -*) echo "up: unknown option '$1'; scripts/up.sh takes one METHOD (see scripts/up.sh --help)" >&2; exit 1 ;;
+esac
+if [ "$#" -gt 1 ]; then
+  echo "up: unexpected argument '$2': scripts/up.sh takes one METHOD; give compose's options to" \
+    "\`docker compose up $1 ...\` once .env exists (see scripts/up.sh --help)" >&2
+  exit 1
+fi
 method=${1:-grpo}
 case "$method" in
   grpo | rloo | online-dpo | async-grpo) ;;
@@ -16,8 +42,12 @@ image=${TRLSTACK_IMAGE:-trlstack:0.1.0-torch2.11-vllm0.25-cu13}
 # Before anything long: a GPU that containers can be given. Both roles need one, and the image build alone
 # takes a quarter of an hour.
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  smoke=$method
+  [ "$method" = async-grpo ] && smoke=grpo  # async-grpo has no CPU mode: it generates through a server only
   echo "up: no NVIDIA GPU is visible here (nvidia-smi lists none); install the NVIDIA driver (>= 580) or run" \
-    "on a GPU machine. Without a GPU, \`train grpo --cpu\` runs the smoke test." >&2
+    "on a GPU machine. Without a GPU, the CPU smoke of the stack runs here, from the image:" \
+    "\`bash docker/build.sh && mkdir -p outputs &&" \
+    "docker compose -f compose.yaml -f compose/smoke.yaml up $smoke\` (compose/README.md)." >&2
   exit 1
 fi
 if ! command -v nvidia-container-runtime-hook >/dev/null && ! command -v nvidia-ctk >/dev/null &&

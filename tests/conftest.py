@@ -5,7 +5,8 @@ engine (scripts/docker-engine.sh). Settings (env):
   TRLSTACK_IMAGE              tag of the test build (default trlstack:test)
   TRLSTACK_BASE_IMAGE         base image, e.g. the local debootstrap image trlstack-base:trixie
   TRLSTACK_CA_BUNDLE          CA bundle for a TLS-intercepting proxy, passed as a BuildKit secret
-  TRLSTACK_WITH_KERNEL_CACHE  1 bakes the Kernels Hub cache (default 0: tests never need the Hub)
+  TRLSTACK_WITH_KERNEL_CACHE  the build's WITH_KERNEL_CACHE (default 0: tests never need the Hub; the bake
+                              itself is tested against a stand-in Hub, tests/image/test_kernel_bake.py)
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def build_image(tag: str, log: Path, *options: str) -> None:
 def image_builder(docker_engine: str) -> Callable[..., None]:
     """build_image(tag, log, *options), for tests that build the image again."""
     return build_image
+
+
+@pytest.fixture(scope="session")
+def build_settings(docker_engine: str) -> Callable[[], dict[str, str]]:
+    """bake_env(): the environment docker/build.sh gets in a test build, for tests that run it themselves."""
+    return bake_env
 
 
 @pytest.fixture(scope="session")

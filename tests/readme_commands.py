@@ -146,6 +146,7 @@ TRAINER_OF_TWO = "--gpus 2 --print-command"
 HELP = "--help"
 SLURM = "tests/slurm/test_cpu_smoke.py::test_cpu_smoke_trains_one_model_across_two_nodes"
 NIX = "tests/nix/test_flake.py::"
+KERNEL_BAKE = "tests/image/test_kernel_bake.py"
 # docker/README: the roles by hand, as compose's shared layout runs them
 DOCKER_RUN_SHARED = "docker run --rm --gpus all --network host --ipc host --pid host -e TINI_SUBREAPER=1"
 
@@ -175,6 +176,7 @@ EXERCISED: dict[str, Exercise] = {
     "trlstack plan --share-gpus --format env -o .env": Dry(append="--gpus 1"),
     "train grpo --vllm-mode colocate": Dry(append="--gpus 1 --print-command"),
     "python bench/gpu_server_mode.py --layout shared-gpu": Dry(append=HELP, cwd="repo"),
+    "python bench/gpu_server_mode.py --ipc --out bench/results/gpu_ipc.json": Dry(append=HELP, cwd="repo"),
     # README.md and slurm/README.md: Slurm
     f"trlstack export --format sif {IMAGE_TAG} -o /shared/images/trlstack.sif": Dry(append="--print-command"),
     f"trlstack export --format sqsh {IMAGE_TAG} -o /shared/images/trlstack.sqsh": Dry(
@@ -213,6 +215,16 @@ EXERCISED: dict[str, Exercise] = {
     ),
     "docker/build.sh --set trlstack.tags=trlstack:rebuilt": Elsewhere(
         "tests/image/test_reproducible.py::test_a_rebuild_without_cache_is_the_same_image", "the rebuild"
+    ),
+    "cp dist/sbom/kernels.lock docker/kernels/kernels.lock": Elsewhere(
+        f"{KERNEL_BAKE}::test_a_build_without_a_lock_locks_bakes_and_prints_it",
+        "commits the lock the build printed (in a copy of the build context) and builds with it",
+    ),
+    "docker run --rm trlstack:latest cat /opt/trlstack/kernels/kernels.lock > docker/kernels/kernels.lock": (
+        Elsewhere(
+            f"{KERNEL_BAKE}::test_a_build_without_a_lock_locks_bakes_and_prints_it",
+            "reads the lock out of the image it baked, as this does",
+        )
     ),
     "docker image inspect --format '{{.Id}}' IMAGE trlstack:rebuilt": Elsewhere(
         "tests/image/test_reproducible.py::test_a_rebuild_without_cache_is_the_same_image", "compares the IDs"

@@ -53,9 +53,11 @@ def _import_command(name: str, module_name: str) -> ModuleType:
                 f"`trlstack {name}` is not part of this installation ({module_name} is missing); "
                 "reinstall trlstack from a complete checkout or use the image."
             ) from None
+        from trlstack.stack import GET_GPU_STACK
+
         raise UsageError(
-            f"`trlstack {name}` needs the Python module {error.name!r}, which is not installed; use the "
-            "image or install the GPU stack (`uv sync --extra gpu`)."
+            f"`trlstack {name}` needs the Python module {error.name!r}, which is not installed: "
+            f"{GET_GPU_STACK}."
         ) from None
 
 

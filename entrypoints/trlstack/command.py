@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from trlstack.errors import UsageError
+from trlstack.stack import GET_GPU_STACK
 
 
 @dataclass(frozen=True)
@@ -29,19 +30,16 @@ class Command:
         return " ".join([*assignments, *map(shlex.quote, self.argv)])
 
 
-INSTALL = "Install the GPU stack (`pip install 'trlstack[gpu]'`) or run inside the trlstack image."
-
-
 def require_program(command: Command) -> None:
     """UsageError, before anything starts, when the command's program is not installed, or, for
     `PYTHON -m MODULE`, when MODULE's package cannot be found (found, not imported: no torch here)."""
     program = command.argv[0]
     if shutil.which(program) is None:
-        raise UsageError(f"`{program}` is not on PATH. {INSTALL}")
+        raise UsageError(f"`{program}` is not on PATH: {GET_GPU_STACK}.")
     if command.argv[1:2] == ["-m"]:
         package = command.argv[2].partition(".")[0]
         if importlib.util.find_spec(package) is None:
-            raise UsageError(f"`{package}` is not installed for {program}. {INSTALL}")
+            raise UsageError(f"`{package}` is not installed for {program}: {GET_GPU_STACK}.")
 
 
 def exec_command(command: Command, environ: Mapping[str, str] | None = None) -> None:

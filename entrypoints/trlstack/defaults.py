@@ -77,12 +77,17 @@ class Env(StrEnum):
     WEIGHT_PUSH_TIMEOUT = "TRLSTACK_WEIGHT_PUSH_TIMEOUT"
     # train's fixed KV cache for each colocated vLLM engine, which every rank gets (rank/kv_cache.py)
     VLLM_KV_CACHE_GIB = "TRLSTACK_VLLM_KV_CACHE_GIB"
+    # train's folder where a rank that ends the run early leaves why (rank/space.py, roles/train/reports.py)
+    RUN_REPORTS = "TRLSTACK_RUN_REPORTS"
     # train async-grpo's pipeline (run/pipeline.py, run/asynchronous.py)
     MAX_STALENESS = "TRLSTACK_MAX_STALENESS"
     WEIGHT_SYNC_STEPS = "TRLSTACK_WEIGHT_SYNC_STEPS"
     WEIGHT_SYNC_TIMEOUT = "TRLSTACK_WEIGHT_SYNC_TIMEOUT"
     HEARTBEAT_TIMEOUT = "TRLSTACK_HEARTBEAT_TIMEOUT"
     SERVER_LOST_AFTER = "TRLSTACK_SERVER_LOST_AFTER"
+    # How the trainer's weights reach the server, NCCL or CUDA IPC (transfer.py): serve-vllm, train and plan
+    # read it, and train hands the choice to every rank (rank/ipc_push.py)
+    WEIGHT_TRANSFER = "TRLSTACK_WEIGHT_TRANSFER"
 
     # Settings of `trlstack bundle`, each declared with its flag in commands/bundle/settings.py.
     BUNDLE_PYTHON_VERSION = "TRLSTACK_BUNDLE_PYTHON_VERSION"
@@ -112,6 +117,7 @@ class Env(StrEnum):
     PLAN_VLLM_GROUP_PORT = "VLLM_GROUP_PORT"
     PLAN_SHARE_GPUS = "SHARE_GPUS"
     PLAN_GPU_MEMORY_UTILIZATION = "GPU_MEMORY_UTILIZATION"
+    PLAN_WEIGHT_TRANSFER = "WEIGHT_TRANSFER"
 
     # Settings of `trlstack verify`, declared in commands/verify/command.py: where the image is, the parts to
     # check, the sha256s its labels give.
@@ -142,6 +148,8 @@ class Env(StrEnum):
     # tests/gpu/held_rank: the training rank kept out of the weight pushes from that push on
     GPU_TEST_HELD_RANK = "TRLSTACK_GPU_TEST_HELD_RANK"
     GPU_TEST_HELD_PUSH = "TRLSTACK_GPU_TEST_HELD_PUSH"
+    # tests/gpu/held_server: the server holds the weight load of that push (CUDA IPC) for ever
+    GPU_TEST_HELD_LOAD = "TRLSTACK_GPU_TEST_HELD_LOAD"
 
     # Other programs' variables: vLLM and torch.distributed (VLLM_HOST_IP is also train's --host-ip), TRL,
     # CUDA, huggingface_hub and kernels.
@@ -151,6 +159,8 @@ class Env(StrEnum):
     GLOO_SOCKET_IFNAME = "GLOO_SOCKET_IFNAME"  # the same for gloo (torch.distributed on the CPU)
     PET_SIGNALS_TO_HANDLE = "PET_SIGNALS_TO_HANDLE"  # torch elastic's agent: the signals it forwards itself
     VLLM_SERVER_DEV_MODE = "VLLM_SERVER_DEV_MODE"
+    # vLLM unpickles CUDA-IPC handles sent over HTTP only with this set (serve-vllm sets it for IPC alone)
+    VLLM_ALLOW_INSECURE_SERIALIZATION = "VLLM_ALLOW_INSECURE_SERIALIZATION"
     VLLM_USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
     TRL_EXPERIMENTAL_SILENCE = "TRL_EXPERIMENTAL_SILENCE"
     CUDA_VISIBLE_DEVICES = "CUDA_VISIBLE_DEVICES"

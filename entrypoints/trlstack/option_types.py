@@ -98,15 +98,28 @@ def fraction(raw: str) -> float:
     return value
 
 
-def one_of(*choices: str) -> Callable[[str], str]:
-    """argparse type: one of `choices`, exactly as written."""
+class Choice:
+    """argparse type: one of `choices`, exactly as written (`fold_case`: in any case, read as lower case);
+    `refused` values are refused with their own reason. Its `choices` are what --help shows in the usage
+    line (options.choices_of)."""
 
-    def choice(raw: str) -> str:
-        if raw not in choices:
-            raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(choices)}")
-        return raw
+    def __init__(self, *choices: str, fold_case: bool = False, refused: Mapping[str, str] | None = None):
+        self.choices = choices
+        self.fold_case = fold_case
+        self.refused = dict(refused or {})
 
-    return choice
+    def __call__(self, raw: str) -> str:
+        value = raw.strip().lower() if self.fold_case else raw
+        if value in self.refused:
+            raise argparse.ArgumentTypeError(self.refused[value])
+        if value not in self.choices:
+            raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(self.choices)}")
+        return value
+
+
+def one_of(*choices: str, fold_case: bool = False, refused: Mapping[str, str] | None = None) -> Choice:
+    """argparse type: one of `choices`, exactly as written (Choice says the rest)."""
+    return Choice(*choices, fold_case=fold_case, refused=refused)
 
 
 def seconds_or_never(raw: str) -> float:

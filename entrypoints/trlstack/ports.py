@@ -17,16 +17,18 @@ def http_port_setting() -> Any:
     return setting(Env.VLLM_PORT, "vLLM HTTP port", DEFAULT_VLLM_PORT, port_number)
 
 
-def group_port_setting() -> Any:
-    """The NCCL weight-transfer port (--group-port of train, plan, doctor and slurm)."""
+def group_port_setting(group: str | None = None) -> Any:
+    """The NCCL weight-transfer port (--group-port of train, plan, doctor and slurm), in train's --help
+    `group`."""
     help = "port of the NCCL group that moves weights from the trainer to vLLM"
-    return setting(Env.VLLM_GROUP_PORT, help, DEFAULT_GROUP_PORT, port_number)
+    return setting(Env.VLLM_GROUP_PORT, help, DEFAULT_GROUP_PORT, port_number, group=group)
 
 
-def main_process_port_setting() -> Any:
-    """The rendezvous port on the rank-0 training machine (train and trlstack slurm --main-process-port)."""
+def main_process_port_setting(group: str | None = None) -> Any:
+    """The rendezvous port on the rank-0 training machine (train and trlstack slurm --main-process-port), in
+    train's --help `group`."""
     help = "port on the rank-0 machine where the training machines meet (torch.distributed's rendezvous)"
-    return setting(Env.MAIN_PROCESS_PORT, help, DEFAULT_MAIN_PROCESS_PORT, port_number)
+    return setting(Env.MAIN_PROCESS_PORT, help, DEFAULT_MAIN_PROCESS_PORT, port_number, group=group)
 
 
 @dataclass(frozen=True)

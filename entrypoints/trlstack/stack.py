@@ -8,6 +8,14 @@ from importlib import metadata
 
 GPU_EXTRA = "gpu"
 
+# How to get the GPU stack, as every message that asks for it says it. trlstack is on no package index (a
+# `pip install 'trlstack[gpu]'` finds nothing), so each way named works from what the user has: the image, a
+# checkout of trlstack, or a bundle made from one for a machine without an index.
+GET_GPU_STACK = (
+    "run it in the trlstack image (docker/build.sh builds it), or install the GPU stack from a checkout of "
+    f"trlstack (`uv sync --extra {GPU_EXTRA}`; for a machine without a package index, `trlstack bundle`)"
+)
+
 
 def parse_pins(requirements: Iterable[str]) -> dict[str, str]:
     """Exact `name==version` pins of the gpu extra among Requires-Dist lines, in the order declared."""

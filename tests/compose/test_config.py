@@ -147,6 +147,30 @@ def test_one_gpu_shared_on_purpose_and_each_role_knows_it(docker_engine, shared_
     assert set(Compose(env_file=shared_gpu_env).config("grpo")["services"]) == {"plan-check", "vllm", "grpo"}
 
 
+@pytest.mark.parametrize("method", METHODS)
+def test_shared_gpus_push_through_cuda_ipc_whose_server_no_layout_exposes_beyond_loopback(
+    docker_engine, shared_gpu_env, method
+):
+    # The plan's WEIGHT_TRANSFER=ipc reaches both roles in the shared layout, whose server binds the host's
+    # loopback (the one bind serve-vllm takes for IPC); the isolated layout, which cannot carry CUDA IPC
+    # across its namespaces, pushes over NCCL whatever the plan says.
+    assert read_env(shared_gpu_env)["WEIGHT_TRANSFER"] == "ipc"
+    for variant in VARIANTS:
+        model = Compose(env_file=shared_gpu_env, settings={"TRLSTACK_VARIANT": variant}).config(method)
+        server, trainer = model["services"]["vllm"], model["services"][method]
+        transfer = server["environment"]["TRLSTACK_WEIGHT_TRANSFER"]
+        assert transfer == trainer["environment"]["TRLSTACK_WEIGHT_TRANSFER"]
+        assert "ports" not in server and "expose" not in server
+        if variant == "shared":
+            assert transfer == "ipc" and server["environment"]["TRLSTACK_VLLM_HOST"] == "127.0.0.1"
+            check_bind(server["environment"]["TRLSTACK_VLLM_HOST"], allow_public=False, transfer="ipc")
+            assert (server["ipc"], server["pid"]) == (trainer["ipc"], trainer["pid"]) == ("host", "host")
+        else:
+            assert transfer == "nccl"
+            with pytest.raises(UsageError, match="binds loopback only"):
+                check_bind(server["environment"]["TRLSTACK_VLLM_HOST"], allow_public=False, transfer="ipc")
+
+
 @pytest.mark.parametrize("gpus", GPU_COUNTS)
 def test_split_plans_share_nothing_and_give_vllm_its_usual_memory(render, plan_env, gpus):
     model = render("shared", gpus, "grpo")

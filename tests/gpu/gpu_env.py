@@ -43,18 +43,22 @@ VARIED_REWARD = "rewards.varied_reward"
 
 @dataclass(frozen=True)
 class Layout:
-    """Where the server and the trainer run: the GPU each sees, and whether they share it (`--share-gpus`:
-    NCCL then takes them for two hosts and pushes the weights over sockets)."""
+    """Where the server and the trainer run: the GPU each sees, whether they share it (`--share-gpus`), and
+    how the weights travel (`--weight-transfer`): the shared-GPU layout of the server-mode tests keeps NCCL,
+    each role then a host of its own to NCCL, which pushes over sockets; test_ipc.py runs CUDA IPC, the
+    default where the GPUs are shared."""
 
     name: str
     serve_gpus: str
     train_gpus: str
     share: bool
     needs_gpus: int
+    transfer: str = "auto"
 
     @property
     def flags(self) -> list[str]:
-        return ["--share-gpus"] if self.share else []
+        share = ["--share-gpus"] if self.share else []
+        return share + (["--weight-transfer", self.transfer] if self.transfer != "auto" else [])
 
     def train_env(self, **more: str) -> dict[str, str]:
         # Each process sees only its own GPU here, so the UUID overlap check has nothing to compare.
@@ -62,7 +66,7 @@ class Layout:
 
 
 LAYOUTS = (
-    Layout("shared-gpu", serve_gpus="0", train_gpus="0", share=True, needs_gpus=1),
+    Layout("shared-gpu", serve_gpus="0", train_gpus="0", share=True, needs_gpus=1, transfer="nccl"),
     Layout("two-gpu", serve_gpus="0", train_gpus="1", share=False, needs_gpus=2),
 )
 

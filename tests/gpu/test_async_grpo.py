@@ -1,9 +1,10 @@
 """train async-grpo in server mode, as the compose main job runs it without the engine: serve-vllm and the
 trainer as two processes, in gpu_env's layouts (shared-gpu: both on GPU 0 with --share-gpus, time-slicing
-it; two-gpu: the server on GPU 0, the trainer on GPU 1). On the tiny model and the reward it earns in
-varying amounts (rewards.py): ten steps train and the server generates with the pushed weights; staleness,
-read from the trainer's own metrics, never passes the setting; a stop saves a checkpoint the next run resumes
-from; a killed server or rollout worker ends the run within its bound, naming the cause. Needs vLLM and TRL.
+it, the weights over NCCL sockets, as test_ipc.py runs them through CUDA IPC; two-gpu: the server on GPU 0,
+the trainer on GPU 1). On the tiny model and the reward it earns in varying amounts (rewards.py): ten steps
+train and the server generates with the pushed weights; staleness, read from the trainer's own metrics, never
+passes the setting; a stop saves a checkpoint the next run resumes from; a killed server or rollout worker
+ends the run within its bound, naming the cause. Needs vLLM and TRL.
 """
 
 from __future__ import annotations

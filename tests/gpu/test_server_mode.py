@@ -1,8 +1,9 @@
 """Server mode as the compose main job runs it, without the engine: serve-vllm and train as two processes, the
 trainer's weights pushed into vLLM over NCCL after every step.
 
-Two layouts (gpu_env.LAYOUTS): on one GPU, both share it (`--share-gpus`: each names itself a host of its own
-to NCCL, which then moves the weights over sockets, not P2P); on two GPUs, the server on GPU 0 and the trainer
+Two layouts (gpu_env.LAYOUTS): on one GPU, both share it (`--share-gpus --weight-transfer nccl`: each names
+itself a host of its own to NCCL, which then moves the weights over sockets, not P2P; test_ipc.py runs the
+default there, CUDA IPC); on two GPUs, the server on GPU 0 and the trainer
 on GPU 1. Every run trains on a reward the tiny model earns in varying amounts (rewards.py), so the weights do
 change and there is something to push. Needs vLLM and TRL; the two-GPU layout needs two GPUs.
 """

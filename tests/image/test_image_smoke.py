@@ -79,6 +79,7 @@ NEEDS_THE_GPU_STACK = [
     "test_recipes_push_guard.py",
     "test_recipes_kv_cache.py",
     "test_sharding_run.py",
+    "test_recipes_space.py",
 ]
 
 

@@ -1,6 +1,7 @@
 """The Kernels Hub cache is pinned by kernels.lock: `trlstack verify --only kernels` (which the image build
 runs after `kernels download`) passes only when the cache holds exactly the locked revisions and build
-variants, each hashing to the lock's value by the `kernels` library's own check.
+variants, each hashing to the lock's value by the `kernels` library's own check, and its version refs name the
+locked revisions.
 
 The Hub cannot be reached here, so a test double stands in for it: a kernel cache laid out as `kernels
 download` leaves one (a Hugging Face cache: blobs named by their git or LFS hash, snapshots of symlinks), made
@@ -77,6 +78,12 @@ verify("unlocked-revision")
 
 (CACHE / "kernels.lock").write_text(json.dumps(lock + [dict(lock[0], repo_id="trlstack-test-double/other")]))
 verify("missing")
+shutil.rmtree(CACHE)
+
+folder = make_cache()
+(folder / "refs" / "v3").write_text("3" * 40)
+(CACHE / "kernels.lock").write_text(json.dumps(lock))
+verify("stale-ref")
 """
 
 
@@ -114,4 +121,8 @@ def test_kernel_cache_must_equal_its_lock(trlstack_image: str) -> None:
     assert (
         "trlstack-test-double/other@" in cases["missing 1"]
         and "locked but not in the cache" in cases["missing 1"]
+    )
+    assert (
+        f"kernels: trlstack-test-double/attention refs/v3: names {'3' * 40}, not the locked commit"
+        in cases["stale-ref 1"]
     )

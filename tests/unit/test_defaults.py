@@ -90,12 +90,14 @@ def service_variables(path: str, service: str) -> set[str]:
 @pytest.mark.parametrize(
     ("path", "service", "settings"),
     [
-        ("compose/roles.yaml", "vllm", ServeSettings),
+        ("compose/roles.yaml", "server", ServeSettings),
         ("compose/roles.yaml", "trainer", TrainSettings),
-        ("compose/shared.yaml", "vllm", ServeSettings),
-        ("compose/shared.yaml", "grpo", TrainSettings),
-        ("compose/isolated.yaml", "vllm", ServeSettings),
-        ("compose/isolated.yaml", "rloo", TrainSettings),
+        ("compose/layouts.yaml", "shared-server", ServeSettings),
+        ("compose/layouts.yaml", "shared-trainer", TrainSettings),
+        ("compose/layouts.yaml", "isolated-server", ServeSettings),
+        ("compose/layouts.yaml", "isolated-trainer", TrainSettings),
+        ("compose/layouts.yaml", "colocate-trainer", TrainSettings),
+        ("compose/stack.yaml", "grpo", TrainSettings),
     ],
 )
 def test_compose_gives_each_role_only_settings_it_reads(path, service, settings):

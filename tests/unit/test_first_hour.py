@@ -122,7 +122,7 @@ class Machine:
 
 def plan_check_env(env_file: Path) -> dict[str, str]:
     roles = yaml.safe_load((REPO / "compose" / "roles.yaml").read_text())
-    keys = list(roles["services"]["plan-check"]["environment"])
+    keys = list(roles["services"]["check"]["environment"])  # the role compose's plan-check runs
     written = {key: value or "" for key, value in dotenv_values(env_file).items()}
     passed = {key: written[key] for key in keys if key in written}
     if written.get("TRLSTACK_VARIANT"):

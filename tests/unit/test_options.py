@@ -14,6 +14,7 @@ from trlstack.options import (
     add_setting,
     add_settings,
     flag,
+    help_text,
     repeated,
     setting,
     settings_from,
@@ -153,11 +154,11 @@ def test_help_shows_a_repeated_settings_default_and_how_to_list_it():
 
 @dataclass(frozen=True)
 class Flags:
-    """Settings only a command reads: no variable, help as written."""
+    """Settings only a command reads: no variable; the default stated by help_text."""
 
     name: str = flag("what to run", positional=True, choices=["a", "b"])
     nodes: int = flag("how many nodes", type=positive_int, metavar="N")
-    model: str = flag("which model [default: tiny]", "tiny")
+    model: str = flag("which model", "tiny")
     bind: tuple[str, ...] = flag("a folder (repeatable)", repeated=True)
     num_processes: int = setting(Env.NUM_PROCESSES, "how many", 3, positive_int)
 
@@ -175,7 +176,7 @@ def test_a_flag_reads_no_variable_is_required_without_a_default_and_repeats_into
     assert parse_flags({}, argv) == Flags("b", 2, "org/m", ("/x", "/y"), 3)
     with pytest.raises(UsageError, match="the following arguments are required: --nodes"):
         parse_flags({}, ["a"])
-    with pytest.raises(UsageError, match="argument NAME: invalid choice: 'c'"):
+    with pytest.raises(UsageError, match="argument name: invalid choice: 'c'"):
         parse_flags({}, ["c", "--nodes", "2"])
 
 
@@ -184,12 +185,13 @@ def test_only_the_settings_named_are_read_the_others_keep_their_defaults():
     assert settings == Flags("a", 2, "tiny", (), 3)
 
 
-def test_a_flag_shows_its_help_as_written(capsys):
+def test_a_flag_shows_its_help_and_its_default_and_its_choices_in_the_usage(capsys):
     parser = Parser(prog="t")
     add_settings(parser, Flags, {})
     help = " ".join(parser.format_help().split())
     assert "--nodes N how many nodes --model MODEL which model [default: tiny] --bind BIND a folder" in help
-    assert "NAME what to run" in help
+    assert "{a,b} what to run" in help
+    assert parser.format_usage().split()[-1] == "{a,b}"
 
 
 @dataclass(frozen=True)
@@ -197,7 +199,7 @@ class Named:
     """A flag with a short name, a required flag with choices, and switches with and without a variable."""
 
     format: str = flag("which format", choices=["x", "y"])
-    output: str | None = flag("where [default: here]", None, metavar="FILE", aliases=("-o",))
+    output: str | None = flag("where", None, metavar="FILE", aliases=("-o",), shown="here")
     dry_run: bool = switch(None, "print, do nothing")
     cpu: bool = switch(Env.CPU, "on the CPU")
 
@@ -247,3 +249,73 @@ def test_an_alias_names_the_setting_in_the_environment_too():
     assert "-d OUTPUT_DIR, --output-dir OUTPUT_DIR where [env TRLSTACK_OUTPUT_DIR; default: env]" in " ".join(
         parser.format_help().split()
     )
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """Settings that name their --help group, one that states its default in words, and one with none."""
+
+    sharding: str = setting(Env.SHARDING, "how", "auto", one_of("auto", "none"), group="the layout")
+    num_processes: int | None = setting(
+        Env.NUM_PROCESSES, "how many", type=positive_int, shown="the visible GPUs", group="the layout"
+    )
+    model: str | None = setting(Env.MODEL, "which model", group="the run")
+    cpu: bool = switch(Env.CPU, "on the CPU")
+
+
+def test_a_type_that_names_its_values_shows_them_in_the_usage_line_and_checks_them():
+    parser = Parser(prog="t")
+    add_settings(parser, Example, {})
+    add_settings(parser, Parts, {})
+    usage = " ".join(parser.format_usage().split())
+    assert "[--vllm-mode {server,colocate}]" in usage and "[--only {a,b,c}]" in usage
+    with pytest.raises(UsageError, match=r"argument --vllm-mode: 'remote' is not one of server, colocate"):
+        parser.parse_args(["--vllm-mode", "remote"])
+
+
+def test_help_states_a_default_in_words_where_the_value_is_decided_later():
+    parser = Parser(prog="t")
+    add_settings(parser, Grouped, {})
+    text = " ".join(parser.format_help().split())
+    assert "how many [env TRLSTACK_NUM_PROCESSES; default: the visible GPUs]" in text
+    assert "which model [env TRLSTACK_MODEL; default: unset]" in text
+    assert parser.parse_args([]).num_processes is None  # the words are for --help only
+
+
+def test_each_setting_goes_to_its_declared_group_unless_the_caller_chose_one():
+    parser = Parser(prog="t")
+    add_settings(parser, Grouped, {})
+    titles = {group.title: [a.dest for a in group._group_actions] for group in parser._action_groups}
+    assert titles["the layout"] == ["sharding", "num_processes"] and titles["the run"] == ["model"]
+    assert "cpu" in titles["options"]
+    chosen = Parser(prog="t")
+    add_settings(chosen.add_argument_group("mine"), Grouped, {})
+    assert [group.title for group in chosen._action_groups] == ["positional arguments", "options", "mine"]
+
+
+@pytest.mark.parametrize(
+    ("spec", "default", "text"),
+    [
+        (Setting(Env.MODEL, "m"), None, "m [env TRLSTACK_MODEL; default: unset]"),
+        (
+            Setting(Env.MODEL, "m", shown="the config's"),
+            None,
+            "m [env TRLSTACK_MODEL; default: the config's]",
+        ),
+        (Setting(Env.RECIPE, "r", kind="positional"), None, "r [env TRLSTACK_RECIPE]"),
+        (Setting(Env.CPU, "c", kind="switch"), False, "c [env TRLSTACK_CPU; default: False]"),
+        (Setting(None, "d", kind="switch"), False, "d"),
+        (Setting(None, "f"), "table", "f [default: table]"),
+        (Setting(None, "f"), None, "f"),
+        (Setting(None, "f"), (), "f"),
+        (Setting(None, "f", shown="the rest"), None, "f [default: the rest]"),
+        (
+            Setting(Env.DATASET, "l", kind="repeated"),
+            (),
+            "l [env TRLSTACK_DATASET, comma-separated; default: none]",
+        ),
+        (Setting(None, "b", kind="repeated"), (), "b"),
+    ],
+)
+def test_help_text_states_the_variable_and_the_default_once(spec, default, text):
+    assert help_text(spec, default) == text

@@ -55,6 +55,8 @@ def test_a_weight_sync_past_its_timeout_and_trls_own_unwinding_ends_the_run():
     assert verdict(watch(sync_since=0.0, last_answer=limit), now=limit) is None
     cause = verdict(watch(sync_since=0.0, last_answer=limit + 1), now=limit + 1)
     assert "weight sync" in cause and "weight_sync_timeout 1800 s" in cause and "NCCL transfer hangs" in cause
+    ipc = verdict(watch(sync_since=0.0, last_answer=limit + 1, transport="ipc"), now=limit + 1)
+    assert "the CUDA-IPC transfer hangs (the server loading from the trainer's GPU memory" in ipc
 
 
 def test_timed_marks_a_sync_while_it_runs_even_when_it_fails():

@@ -250,6 +250,64 @@ def test_each_phase_in_words(kind, part, said):
     assert said in describe(kind, "W", part)
 
 
+@pytest.mark.parametrize(
+    ("kind", "name", "part", "said"),
+    [
+        (GATHERING, "W", SENDER, "gathering parameter W (FSDP all-gather)"),
+        (HANDED, "W", SENDER, "handing parameter W to the CUDA-IPC send (copied into the shared buffer)"),
+        (
+            WALKED,
+            "W",
+            SENDER,
+            "exchanging CUDA-IPC handles with the other ranks and waiting for the vLLM server",
+        ),
+        (WALKED, "W", HELPER, "waiting for the first rank's send, whose server loads the last parameters"),
+        (SENDING, "", SENDER, "starting the update on the vLLM server (HTTP /start_weight_update)"),
+        (SENDING, "W", SENDER, "waiting for the vLLM server to load the parameters up to W from this GPU's"),
+        (SENT, "W", SENDER, "waiting for the other ranks after the server loaded the parameters up to W"),
+        (JOINING, "", SENDER, "asking the vLLM server for its CUDA-IPC engine (HTTP /init_weight_transfer"),
+        (SETTLING, "W", SENDER, "queued work (FSDP all-gathers; last named: W)"),
+    ],
+)
+def test_each_phase_of_a_cuda_ipc_push_in_its_words(kind, name, part, said):
+    described = describe(kind, name, part, "ipc")
+    assert said in described and "NCCL" not in described
+
+
+def test_a_stuck_cuda_ipc_push_names_the_servers_load():
+    watch = Watch(30.0, "0", transport="ipc", since=0.0, phase=(SENDING, "lm_head.weight"), role=SENDER)
+    line = stuck_message(watch, now=31.0)
+    assert line is not None and line.startswith("rank 0: the weight push to vLLM has not finished in 30 s")
+    assert "stuck while waiting for the vLLM server to load the parameters up to lm_head.weight from" in line
+
+
+def test_the_cuda_ipc_steps_and_online_dpos_walk_are_noted_as_the_push_goes():
+    from types import SimpleNamespace
+
+    watch = Watch(600.0, "0", transport="ipc")
+    seen = []
+
+    class Server:
+        def start(self):
+            seen.append(watch.phase)
+
+        def load(self, update):
+            seen.append(watch.phase)
+
+    def online_dpo_params(trainer):
+        yield ("a", 1)
+        seen.append(watch.phase)
+        yield ("b", 2)
+
+    module = SimpleNamespace(Server=Server, online_dpo_params=online_dpo_params)
+    push_guard.guard_ipc(watch, module)
+    Server().start()
+    Server().load({"names": ["a", "b"]})
+    assert seen == [(SENDING, ""), (SENDING, "b")] and watch.phase == (SENT, "b")
+    assert list(module.online_dpo_params(None)) == [("a", 1), ("b", 2)]
+    assert seen[-1] == (HANDED, "a") and watch.phase == (WALKED, "b")
+
+
 def test_the_watchdog_ends_the_run_once_past_the_bound():
     watch = Watch(10.0, "2", since=0.0, phase=(HANDED, "lm_head.weight"), role=SENDER)
     clock = iter([5.0, 9.0, 11.0])

@@ -68,6 +68,15 @@ class Tree:
     def files(self, suffix: str) -> dict[int, str]:
         return {int(path.stem): path.read_text() for path in self.out.glob(f"*.{suffix}")}
 
+    def wait_launched(self) -> None:
+        """Until train's supervisor has started the launcher: its stop handling is in place by then (it is
+        set before the launcher starts), on a machine loaded however much."""
+        children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
+        deadline = time.monotonic() + 30
+        while not children.read_text().split():
+            assert time.monotonic() < deadline, "train's supervisor did not start the launcher"
+            time.sleep(0.02)
+
     def wait_ready(self) -> None:
         deadline = time.monotonic() + 30
         while len(self.files("ready")) < self.count:
@@ -102,7 +111,7 @@ def test_a_signal_before_the_training_processes_handle_it_reaches_them_once_they
     # They inherit the ignored signals, so a stop that came while they were starting would be lost; train
     # keeps looking for new handlers until the launcher ends.
     tree = Tree(tmp_path, delay=1.5)
-    time.sleep(0.3)
+    tree.wait_launched()
     tree.process.send_signal(signal.SIGTERM)
     code, err = tree.finish()
     assert code == 143, err
@@ -126,7 +135,7 @@ def test_a_repeated_sigterm_still_saves(tmp_path):
     # `timeout` sends SIGTERM to the command and then to its whole process group, Slurm before the time limit
     # and at it: one stop, not two.
     tree = Tree(tmp_path, delay=0.5)
-    time.sleep(0.2)
+    tree.wait_launched()
     tree.process.send_signal(signal.SIGTERM)
     time.sleep(0.3)
     os.killpg(tree.process.pid, signal.SIGTERM)
@@ -224,3 +233,27 @@ def test_a_signal_while_the_launcher_starts_is_kept_not_lost(tmp_path):
     assert supervisor.returncode == 143, err
     (stopped,) = out.glob("*.stopped")
     assert stopped.read_text() == "SIGTERM"  # the training process had it once it handled it, and saved
+
+
+# A training process under a launcher that ends the run for a full disk as rank/space.py does: its report in
+# the folder train names, then exit 0, so the launcher exits 0 too.
+REPORTING_RANK = """
+import json, os, sys
+rank = int(sys.argv[1])
+report = {"kind": "no-space", "rank": rank, "folder": sys.argv[2], "final": False, "free": 0, "need": 1000,
+          "checkpoint": sys.argv[2] + "/checkpoint-1", "error": "RuntimeError: unexpected pos 10 vs 5"}
+with open(os.path.join(os.environ["TRLSTACK_RUN_REPORTS"], f"rank-{rank}.json"), "w") as stream:
+    json.dump(report, stream)
+"""
+
+
+def test_a_rank_that_ended_the_run_for_a_full_disk_makes_train_say_why_and_exit_1(tmp_path, capsys):
+    out = tmp_path / "out"
+    (out / "checkpoint-1").mkdir(parents=True)
+    code = run(Command([sys.executable, "-c", REPORTING_RANK, "0", str(out)]), os.environ)
+    assert code == 1  # the launcher's 0 is not the news
+    err = capsys.readouterr().err
+    assert f"train: the disk is full: checkpoint-1 could not be saved in {out}" in err
+    assert f"train:   {out}/checkpoint-1 is incomplete: left in place" in err
+    assert f"train:   a rerun starts anew: {out} holds no complete checkpoint" in err
+    assert "Traceback" not in err

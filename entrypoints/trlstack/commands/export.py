@@ -106,11 +106,12 @@ class ExportRequest:
     image: str = flag("image reference, or a .tar made by `docker save`", positional=True, metavar="IMAGE")
     format: str = flag("sif (Apptainer) or sqsh (enroot)", choices=FORMATS)
     output: str | None = flag(
-        "the file to make [default: NAME_TAG.FORMAT]", None, metavar="FILE", aliases=("-o",)
+        "the file to make", None, metavar="FILE", aliases=("-o",), shown="NAME_TAG.FORMAT"
     )
     compression: str | None = flag(
-        "squashfs compression [default: the tool's own, gzip]; zstd builds several times faster",
+        "squashfs compression; zstd builds several times faster",
         None,
+        shown="the tool's own, gzip",
         choices=list(COMPRESSION),
     )
     print_command: bool = switch(None, "print the commands, run nothing")

@@ -19,8 +19,10 @@ from trlstack.option_types import positive_float, positive_int
 from trlstack.options import add_settings, declared, flag, settings_from, switch
 from trlstack.plan import ENV_KEYS, MEMORY_FRACTION, TENSOR_PARALLEL, Plan, make_plan
 from trlstack.plan.env_check import SERVICES, check_env
+from trlstack.plan.memory import count_parameters
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
+from trlstack.transfer import weight_transfer_setting
 
 if TYPE_CHECKING:
     from trlstack.run.sharding import Memory
@@ -31,16 +33,17 @@ class PlanRequest:
     """What `trlstack plan` is asked: for how many GPUs, split how, for which server, written how and where;
     or to check the plan in the environment instead (--check)."""
 
-    gpus: int | None = flag("plan for N GPUs (default: detect this machine's)", None, gpu_count, metavar="N")
-    serve_gpus: str | None = flag("GPUs for vLLM, e.g. 0-3 (default: the rest)", None, metavar="SPEC")
-    train_gpus: str | None = flag("GPUs for training, e.g. 4-7 (default: the rest)", None, metavar="SPEC")
+    gpus: int | None = flag("plan for N GPUs", None, gpu_count, metavar="N", shown="this machine's, detected")
+    serve_gpus: str | None = flag("GPUs for vLLM, e.g. 0-3", None, metavar="SPEC", shown="the rest")
+    train_gpus: str | None = flag("GPUs for training, e.g. 4-7", None, metavar="SPEC", shown="the rest")
     serve: int | None = flag("the first N GPUs serve, the rest train", None, positive_int, metavar="N")
     share_gpus: bool = switch(
         None,
         "run the server and the trainer on the same GPUs (all, or the set given): a server that stays "
-        "up while the trainer restarts, server mode on one GPU; the weight push goes over NCCL sockets "
-        "instead of P2P/NVLink (on one GPU the default is colocate instead: no server)",
+        "up while the trainer restarts, server mode on one GPU; the weights go through CUDA IPC (on one GPU "
+        "the default is the layout measured faster for --model's size: colocate, no server, or this)",
     )
+    weight_transfer: str = weight_transfer_setting()
     tensor_parallel_size: int = declared(TENSOR_PARALLEL, 1)
     gpu_memory_utilization: float | None = declared(MEMORY_FRACTION)
     num_heads: int | None = flag(
@@ -52,12 +55,13 @@ class PlanRequest:
         metavar="PATH_OR_CONFIG",
     )
     gpu_memory: float | None = flag(
-        "each GPU's memory in GiB, for --gpus N (default: this machine's, as NVML reports it)",
+        "each GPU's memory in GiB, for --gpus N",
         None,
         positive_float,
         metavar="GIB",
+        shown="this machine's, as NVML reports it",
     )
-    format: str = flag("output format [default: table]", "table", choices=FORMATS)
+    format: str = flag("output format", "table", choices=FORMATS)
     output: str | None = flag(
         "write to FILE (atomically) instead of standard output", None, metavar="FILE", aliases=("-o",)
     )
@@ -75,7 +79,7 @@ class PlanRequest:
     )
 
 
-SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus")
+SPLIT = ("serve_gpus", "train_gpus", "serve", "share_gpus", "weight_transfer")
 SERVER = ("tensor_parallel_size", "gpu_memory_utilization", "num_heads")
 MEMORY = ("model", "gpu_memory")
 RESULT = ("format", "output", "check", "service")
@@ -205,6 +209,8 @@ def make_request(request: PlanRequest, ports: Ports) -> tuple[Plan, dict[str, An
         group_port=ports.group_port,
         share_gpus=request.share_gpus,
         gpu_memory_utilization=request.gpu_memory_utilization,
+        weight_transfer=request.weight_transfer,
+        parameters=None if request.model is None else count_parameters(config)[0],
     )
     return plan, config
 

@@ -25,6 +25,7 @@ from typing import Any
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.options import add_settings, flag, setting, settings_from
+from trlstack.stack import GET_GPU_STACK
 
 MARKER = "tiny.json"
 PARTS = ("model", "reward_model", "dataset")
@@ -214,7 +215,7 @@ def make_assets(settings: TinySettings) -> int:
         import transformers  # noqa: F401
     except ImportError as error:
         raise UsageError(
-            f"`trlstack tiny` needs the GPU stack ({error.name} is missing): pip install 'trlstack[gpu]'."
+            f"`trlstack tiny` needs the GPU stack ({error.name} is missing): {GET_GPU_STACK}."
         ) from None
     make(root, seed=settings.seed, rows=settings.rows)
     print(f"made {root}/model, {root}/reward_model and {root}/dataset. Smoke runs:")

@@ -2,16 +2,18 @@
 that follow; part of the core, which every role and command reads it from.
 
 `make_plan` is a pure function of the GPUs and the request. The two GPU sets are disjoint unless the plan
-shares them, which is only ever chosen (`--share-gpus`, SHARE_GPUS=1 in .env): then the server and the
-trainer run on the same GPUs, vLLM takes a fraction of each GPU's memory, and the weight push goes over
-NCCL's sockets instead of P2P/NVLink (each role gets its own NCCL host id). On one GPU with nothing asked
-the plan runs no server: vLLM runs inside the trainer (colocate), the faster of the two (ONE_GPU_WHY).
+shares them (`--share-gpus`, SHARE_GPUS=1 in .env): then the server and the trainer run on the same GPUs,
+vLLM takes a fraction of each GPU's memory, and the weights go through CUDA IPC (transfer.py), or over
+NCCL's sockets where --weight-transfer nccl says so. On one GPU with nothing asked the plan takes the layout
+measured faster for the model's size (ONE_GPU_STEPS): vLLM inside the trainer (colocate), or a server
+beside it on the shared GPU.
 Beside it: `render` (the plan for people, the `.env` keys compose reads, JSON) and `env_check` (a plan as
 .env holds it, checked as the roles will read it). `trlstack plan` (commands/plan.py) is the command.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -26,12 +28,75 @@ from trlstack.plan.rules import SHARE_FIX as SHARE_FIX
 from trlstack.plan.rules import SHARED_MEMORY_FRACTION as SHARED_MEMORY_FRACTION
 from trlstack.plan.rules import SPLIT_MEMORY_FRACTION as SPLIT_MEMORY_FRACTION
 from trlstack.plan.rules import vllm_fraction as vllm_fraction
+from trlstack.transfer import AUTO, NCCL, check, resolve
 
-# Why one GPU gets colocate by default: bench/gpu_server_mode.py side by side on one H200 (README, "One GPU").
-ONE_GPU_WHY = (
-    "measured faster on one GPU than a shared-GPU server: a GRPO step of 1.10 s against 1.58 s on one H200 "
-    '(README.md, "One GPU"); --share-gpus chooses the server'
+
+@dataclass(frozen=True)
+class OneGpuStep:
+    """A GRPO step on one GPU at one model size, side by side (bench/gpu_server_mode.py: TRL's defaults, bf16
+    weights, random-weight Qwen2.5 shapes): vLLM inside the trainer (colocate) against a server beside it on
+    the shared GPU, weights pushed through CUDA IPC. None: not measured."""
+
+    shape: str
+    parameters: int
+    colocate_s: float | None
+    server_ipc_s: float | None
+    where: str  # the GPU
+    server_nccl_s: float | None = None  # the server over NCCL sockets, measured before CUDA IPC
+
+    @property
+    def server_faster(self) -> bool:
+        return (
+            self.colocate_s is not None
+            and self.server_ipc_s is not None
+            and self.server_ipc_s < self.colocate_s
+        )
+
+
+# The one-GPU layout per model size: the faster of the two at the measured size nearest the model's
+# (README.md, "One GPU"). Until a size's shared-GPU server over CUDA IPC is measured, colocate, measured
+# faster than that server over NCCL sockets (1.10 s against 1.58 s a step at 0.5B on one H200).
+ONE_GPU_STEPS = (
+    OneGpuStep("0.5B", 494_032_768, 1.10, None, "one H200", server_nccl_s=1.58),
+    OneGpuStep("1.5B", 1_543_714_304, None, None, "not measured"),
+    OneGpuStep("3B", 3_085_938_688, None, None, "not measured"),
 )
+DEFAULT_PARAMETERS = ONE_GPU_STEPS[0].parameters  # the default model's size (Qwen2.5-0.5B-Instruct)
+
+
+def nearest_step(parameters: int | None, steps: Sequence[OneGpuStep] = ONE_GPU_STEPS) -> OneGpuStep:
+    """The measured size nearest `parameters` (by ratio; None: the default model's)."""
+    count = parameters or DEFAULT_PARAMETERS
+    return min(steps, key=lambda step: abs(math.log(count / step.parameters)))
+
+
+def one_gpu_choice(parameters: int | None, steps: Sequence[OneGpuStep] = ONE_GPU_STEPS) -> tuple[bool, str]:
+    """On one GPU with nothing asked: whether the plan runs a server beside the trainer (True) or colocate,
+    and why, from the measured size nearest the model's."""
+    step = nearest_step(parameters, steps)
+    size = "the default model's size" if parameters is None else f"{parameters / 1e9:.2g}B parameters"
+    if step.server_faster:
+        return True, (
+            f"measured faster at {step.shape} ({size}) than colocate: a GRPO step of "
+            f"{step.server_ipc_s:.2f} s against {step.colocate_s:.2f} s ({step.where}; README.md, "
+            '"One GPU"); --vllm-mode colocate in train runs vLLM inside the trainer instead'
+        )
+    if step.colocate_s is None:
+        return False, (
+            f"colocate until a server on one GPU is measured faster at {step.shape} ({size}; README.md, "
+            '"One GPU"); --share-gpus chooses the server'
+        )
+    against = ""
+    if step.server_ipc_s is not None:
+        against = f" against {step.server_ipc_s:.2f} s for a shared-GPU server (CUDA IPC)"
+    elif step.server_nccl_s is not None:
+        against = f" against {step.server_nccl_s:.2f} s for a shared-GPU server over NCCL sockets"
+    return False, (
+        f"measured faster on one GPU at {step.shape} ({size}): a GRPO step of {step.colocate_s:.2f} s"
+        f'{against} ({step.where}; README.md, "One GPU"); --share-gpus chooses the server'
+    )
+
+
 COLOCATE_VARIANT = "colocate"  # the compose layout (compose/colocate.yaml) a colocate plan selects
 
 # The keys of `--format env`, in the order written; compose reads them from .env.
@@ -45,6 +110,7 @@ ENV_KEYS = (
     Env.PLAN_VLLM_GROUP_PORT,
     Env.PLAN_SHARE_GPUS,
     Env.PLAN_GPU_MEMORY_UTILIZATION,
+    Env.PLAN_WEIGHT_TRANSFER,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
 # The variable each plan key reaches the roles as (compose maps one to the other): one setting, whose one name
@@ -58,6 +124,7 @@ ROLE_VARIABLES = {
     Env.PLAN_VLLM_GROUP_PORT: Env.VLLM_GROUP_PORT,
     Env.PLAN_SHARE_GPUS: Env.SHARE_GPUS,
     Env.PLAN_GPU_MEMORY_UTILIZATION: Env.GPU_MEMORY_UTILIZATION,
+    Env.PLAN_WEIGHT_TRANSFER: Env.WEIGHT_TRANSFER,
 }
 
 
@@ -74,6 +141,8 @@ class Plan:
     share_gpus: bool = False
     gpu_memory_utilization: float = SPLIT_MEMORY_FRACTION
     colocate: bool = False  # no server: vLLM runs inside the trainer on `train` (`serve` is empty)
+    weight_transfer: str = NCCL  # how the weights reach the server (transfer.py), resolved
+    why: str = ""  # why the plan chose its layout itself (one GPU, nothing asked), else empty
 
     @property
     def data_parallel_size(self) -> int:
@@ -115,14 +184,20 @@ class Plan:
             str(self.group_port),
             "1" if self.share_gpus else "0",
             str(self.gpu_memory_utilization),
+            self.weight_transfer,
         )
         return dict(zip(ENV_KEYS, values, strict=True))
 
 
-def one_gpu_colocate(gpus: int, server_asked: bool) -> bool:
-    """The one-GPU rule: on a machine of one GPU, where no split exists, with no server asked for, vLLM runs
-    inside the trainer (colocate, ONE_GPU_WHY). The plan and train both decide by it."""
-    return gpus == 1 and not server_asked
+def one_gpu_colocate(gpus: int, server_asked: bool, parameters: int | None = None) -> tuple[bool, str]:
+    """The one-GPU rule: on a machine of one GPU, where no split exists, with no server asked for, the layout
+    measured faster for a model of `parameters` (one_gpu_choice): colocate, vLLM inside the trainer (True),
+    or a server sharing the GPU (False); and why ("" where the rule does not apply). The plan and train
+    both decide by it."""
+    if gpus != 1 or server_asked:
+        return False, ""
+    server, why = one_gpu_choice(parameters)
+    return not server, why
 
 
 def _pick(flag: str, indices: Sequence[int], by_index: Mapping[int, Gpu], machine: str) -> tuple[Gpu, ...]:
@@ -227,21 +302,27 @@ def make_plan(
     group_port: int = DEFAULT_GROUP_PORT,
     share_gpus: bool = False,
     gpu_memory_utilization: float | None = None,
+    weight_transfer: str = AUTO,
+    parameters: int | None = None,
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
 
     With no split given, the server takes the first half (rounded down, at least one) and training the rest;
-    on a machine of one GPU, where no split exists, the plan is colocate, no server and vLLM inside the
-    trainer (one_gpu_colocate). With `share_gpus` both run on the same GPUs: all of them, or the set given,
-    which must then be one set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each
-    (default 1: one replica per GPU) over exactly its GPUs, on `gpu_memory_utilization` of each GPU's memory
-    (vllm_fraction). The layout's rules are plan/rules.py's, which every other entry checks too.
+    on a machine of one GPU, where no split exists, the plan takes the layout measured faster for a model of
+    `parameters` (one_gpu_colocate): colocate, no server and vLLM inside the trainer, or a server sharing the
+    GPU. With `share_gpus` both run on the same GPUs: all of them, or the set given, which must then be one
+    set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica
+    per GPU) over exactly its GPUs, on `gpu_memory_utilization` of each GPU's memory (vllm_fraction): the
+    layout's rules are plan/rules.py's, which every other entry checks too. The weights go through
+    `weight_transfer` (transfer.resolve: auto is CUDA IPC where the GPUs are shared, else NCCL).
     """
     _check_request(gpus, port, group_port, tensor_parallel_size, num_heads)
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
-    if one_gpu_colocate(len(gpus), share_gpus or asked):
+    colocate, why = one_gpu_colocate(len(gpus), share_gpus or asked, parameters)
+    if colocate:
         check_no_server(tensor_parallel_size, gpu_memory_utilization, FLAGS, "the one-GPU plan")
-        return _colocate(gpus, port, group_port)
+        return _colocate(gpus, port, group_port, weight_transfer, why)
+    share_gpus = share_gpus or bool(why)  # one GPU, nothing asked: the server measured faster
     if share_gpus:
         serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
     else:
@@ -257,6 +338,8 @@ def make_plan(
         num_heads=num_heads,
     )
     sizes = check_layout(layout, FLAGS)
+    transfer = resolve(weight_transfer, share_gpus)
+    check(transfer, share_gpus)
     return Plan(
         serve=serve,
         train=train,
@@ -265,11 +348,20 @@ def make_plan(
         group_port=group_port,
         share_gpus=share_gpus,
         gpu_memory_utilization=sizes.gpu_memory_utilization,
+        weight_transfer=transfer,
+        why=why,
     )
 
 
-def _colocate(gpus: Sequence[Gpu], port: int, group_port: int) -> Plan:
-    """The one-GPU plan: the trainer on the GPU with vLLM inside it."""
+def _colocate(gpus: Sequence[Gpu], port: int, group_port: int, weight_transfer: str, why: str) -> Plan:
+    """The one-GPU plan: the trainer on the GPU with vLLM inside it (the server's settings refused by
+    check_no_server, and the weights' transport here: no server to send them to)."""
+    if weight_transfer != AUTO:
+        raise UsageError(
+            f"--weight-transfer {weight_transfer} ({Env.WEIGHT_TRANSFER}) sets how weights reach a vLLM "
+            "server, and the one-GPU plan for this model runs none (vLLM inside the trainer, colocate); add "
+            "--share-gpus to plan a server beside the trainer, or drop it."
+        )
     return Plan(
         serve=(),
         train=tuple(gpus),
@@ -278,6 +370,7 @@ def _colocate(gpus: Sequence[Gpu], port: int, group_port: int) -> Plan:
         group_port=group_port,
         gpu_memory_utilization=SHARED_MEMORY_FRACTION,  # TRL's colocate default share, which it keeps
         colocate=True,
+        why=why,
     )
 
 
@@ -292,7 +385,7 @@ TENSOR_PARALLEL = Setting(
 
 MEMORY_FRACTION = Setting(
     Env.GPU_MEMORY_UTILIZATION,
-    f"fraction of each serving GPU's memory vLLM takes (default: {SHARED_MEMORY_FRACTION} with shared GPUs, "
-    f"else {SPLIT_MEMORY_FRACTION})",
+    "fraction of each serving GPU's memory vLLM takes",
     fraction,
+    shown=f"{SHARED_MEMORY_FRACTION} with shared GPUs, else {SPLIT_MEMORY_FRACTION}",
 )

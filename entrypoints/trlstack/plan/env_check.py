@@ -15,6 +15,7 @@ from trlstack.gpus import is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
 from trlstack.plan import COLOCATE_VARIANT, ENV_KEYS, ROLE_VARIABLES
 from trlstack.plan.rules import ENV_FILE, Layout, check_layout, check_no_server, check_processes
+from trlstack.transfer import CHOICES, IPC, check, resolve
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
 LAYOUT_VARIANTS = ("shared", "isolated", COLOCATE_VARIANT)
@@ -89,6 +90,30 @@ def _env_fraction(values: Mapping[str, str], key: str) -> float | None:
         ) from None
 
 
+def _env_transfer(values: Mapping[str, str], share: bool, variant: str) -> None:
+    """WEIGHT_TRANSFER as both roles will read it: empty (auto), or a transport that reaches the server."""
+    key = Env.PLAN_WEIGHT_TRANSFER
+    raw = values.get(key, "")
+    if not raw:
+        return
+    if raw not in CHOICES:
+        raise UsageError(f"{key}={raw!r} in .env is not one of {', '.join(CHOICES)}; fix or remove the line.")
+    if raw == IPC and variant == "isolated":
+        raise UsageError(
+            f"{key}=ipc in .env: CUDA IPC needs the two roles in one IPC and PID namespace on loopback, and "
+            f"{Env.VARIANT}=isolated keeps them apart (it always pushes over NCCL); write {key}=nccl, or use "
+            "the shared layout."
+        )
+    try:
+        check(resolve(raw, share), share)
+    except UsageError:
+        raise UsageError(
+            f"{key}={raw} in .env hands the server CUDA-IPC handles to the trainer's GPU memory, which needs "
+            f"the two on the same GPUs ({Env.PLAN_SHARE_GPUS}=1); write {key}=nccl for disjoint GPUs "
+            f"({REWRITE})."
+        ) from None
+
+
 def _ranks_per_gpu(values: Mapping[str, str]) -> int:
     key = Env.RANKS_PER_GPU  # the trainer's own variable, which compose passes on unchanged
     return _env_count(values, key) or 1
@@ -109,6 +134,12 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
             f"{share_key}={values[share_key]} runs a vLLM server beside the trainer, but {variant} runs vLLM "
             "inside the "
             f"trainer and no server; remove {share_key} for colocate, or {SERVER_PLAN}."
+        )
+    transfer_key = Env.PLAN_WEIGHT_TRANSFER
+    if values.get(transfer_key, "").strip():
+        raise UsageError(
+            f"{transfer_key}={values[transfer_key]} sets how weights reach a vLLM server, but {variant} runs "
+            f"vLLM inside the trainer and no server; remove {transfer_key} for colocate, or {SERVER_PLAN}."
         )
     tp = _env_count(values, Env.PLAN_TENSOR_PARALLEL_SIZE)
     check_no_server(tp, _env_fraction(values, Env.PLAN_GPU_MEMORY_UTILIZATION), ENV_FILE, variant)
@@ -153,7 +184,9 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     variant = check_variant(values)
     if variant == COLOCATE_VARIANT:
         return check_colocate(values, service)
-    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key = ENV_KEYS
+    serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key, _ = (
+        ENV_KEYS
+    )
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
     share = _env_switch(values, share_key)
     layout = Layout(
@@ -169,6 +202,7 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
         ranks_per_gpu=_ranks_per_gpu(values),
     )
     sizes = check_layout(layout, ENV_FILE)
+    _env_transfer(values, share, variant)
     how = "share their GPUs" if share else "are disjoint"
     return (
         f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} {how}; vLLM on "

@@ -128,10 +128,12 @@ def count_parameters(config: Mapping[str, Any]) -> tuple[int | None, str]:
 
 
 def weights_dtype(config: Mapping[str, Any], model_config: Mapping[str, Any] | None = None) -> str | None:
-    """The dtype TRL loads the weights in (model_init_kwargs.dtype, float32 by default; "auto": the model's
-    own), or None for one not in TRAINED_BYTES."""
+    """The dtype TRL loads the weights in (model_init_kwargs.dtype, else the config's own `dtype`, which the
+    recipe scripts put there (TRL's ModelConfig for grpo, rloo and online-dpo, AsyncGRPOConfig's for
+    async-grpo), float32 by default; "auto": the model's own), or None for one not in TRAINED_BYTES."""
     kwargs = config.get("model_init_kwargs")
     dtype = kwargs.get("dtype", kwargs.get("torch_dtype")) if isinstance(kwargs, Mapping) else None
+    dtype = dtype if dtype is not None else config.get("dtype")
     if dtype is None:
         return "float32"
     if dtype == "auto":

@@ -8,8 +8,10 @@ from collections.abc import Sequence
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
-from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, ONE_GPU_WHY, Plan
+from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, Plan
 from trlstack.plan.env_check import check_variant
+from trlstack.transfer import IPC
+from trlstack.transfer import describe as describe_transfer
 
 FORMATS = ("table", "env", "json")
 
@@ -33,15 +35,20 @@ def _summary(plan: Plan) -> str:
 
 
 def layout(plan: Plan) -> str:
-    """The GPU layout in words: why colocate, what sharing costs, or that the sets are disjoint."""
+    """The GPU layout in words: why colocate, what sharing costs, or that the sets are disjoint; how the
+    weights reach the server; why the plan chose the layout, where it chose."""
     if plan.colocate:
-        return f"colocate, vLLM inside the trainer: {ONE_GPU_WHY}"
+        return f"colocate, vLLM inside the trainer: {plan.why}"
+    transfer = describe_transfer(plan.weight_transfer, plan.share_gpus)
+    if plan.weight_transfer == IPC:
+        transfer += " (--weight-transfer nccl for NCCL sockets)"
     if plan.share_gpus:
-        return (
+        shared = (
             f"shared GPUs: vLLM takes {plan.gpu_memory_utilization:g} of each GPU's memory, the trainer the "
-            "rest; weights are pushed over NCCL sockets, not P2P/NVLink"
+            f"rest; {transfer}"
         )
-    return "disjoint GPU sets: weights are pushed over NCCL (P2P/NVLink where the GPUs have it)"
+        return f"{shared}; chosen for one GPU: {plan.why}" if plan.why else shared
+    return f"disjoint GPU sets: {transfer}"
 
 
 def render_env(plan: Plan) -> str:
@@ -66,10 +73,12 @@ def merge_env(existing: str, plan: Plan) -> str:
     variants = [entry.value or "" for entry in entries if entry.key == Env.VARIANT]
     chosen = [check_variant({Env.VARIANT: value}) for value in variants]  # a misspelled one named so
     if plan.colocate and chosen and chosen[-1] not in ("", COLOCATE_VARIANT):
+        # the isolated layout keeps the roles' IPC namespaces apart: its server beside the trainer takes NCCL
+        nccl = " --weight-transfer nccl" if chosen[-1] == "isolated" else ""
         raise UsageError(
             f"{Env.VARIANT}={chosen[-1]} in the .env runs compose's {chosen[-1]} layout, with a vLLM "
             "server, and the plan for this machine of one GPU runs none (colocate: vLLM inside the "
-            "trainer). Keep your layout with a server beside the trainer: `trlstack plan --share-gpus "
+            f"trainer). Keep your layout with a server beside the trainer: `trlstack plan --share-gpus{nccl} "
             f"--format env -o .env`; or remove the {Env.VARIANT} line for colocate."
         )
 
@@ -117,6 +126,7 @@ def render_json(plan: Plan) -> str:
         "vllm_group_port": plan.group_port,
         "share_gpus": plan.share_gpus,
         "gpu_memory_utilization": plan.gpu_memory_utilization,
+        "weight_transfer": None if plan.colocate else plan.weight_transfer,
         "env": plan.env(),
         "layout": layout(plan),
         "gpus": _gpu_details(plan),
@@ -145,7 +155,9 @@ def _server_rows(plan: Plan) -> list[tuple[str, ...]]:
             "train",
             plan.env()[Env.PLAN_TRAIN_GPUS],
             f"accelerate, {_processes(plan)}",
-            f"{plan.group_port} (NCCL weight transfer)",
+            "- (CUDA IPC: no port)"
+            if plan.weight_transfer == IPC
+            else f"{plan.group_port} (NCCL weight transfer)",
         ),
     ]
 

@@ -251,7 +251,8 @@ def check_trainer_room(
     fix = (
         f"lower {share_name} to {math.floor(most * 100) / 100:g} or less"
         if most >= 0.01
-        else "the model does not fit beside any vLLM share"
+        else "it fits beside no vLLM share: shard it over more GPUs, load the weights in bf16 or train an "
+        "adapter (use_peft)"
     )
     raise UsageError(
         f"{share_name} {share:g} gives vLLM {gib(gpu_bytes * share)} of each {gib(gpu_bytes)} GPU and leaves "

@@ -38,10 +38,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trlstack.defaults import Env
+
 POLL_S = 5.0  # how often the watchdog asks the server's /health
 HEALTH_REQUEST_S = 5.0  # how long one /health request may take
 SYNC_UNWIND_S = 60.0  # past weight_sync_timeout: time for TRL's own timeout error to end the process first
 EXIT_CODE = 1
+HANGS = {  # what hangs in a weight sync past its bound, by transport
+    "nccl": "the NCCL transfer hangs",
+    "ipc": (
+        "the CUDA-IPC transfer hangs (the server loading from the trainer's GPU memory, or a rank that "
+        "never joined the handle exchange)"
+    ),
+}
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
@@ -61,6 +70,7 @@ class Watch:
     sync_since: float | None = None
     worker: Any = None
     worker_lost: str | None = None
+    transport: str = "nccl"  # how the weights reach the server (TRLSTACK_WEIGHT_TRANSFER): nccl or ipc
 
 
 def verdict(watch: Watch, now: float) -> str | None:
@@ -81,7 +91,8 @@ def verdict(watch: Watch, now: float) -> str | None:
             return (
                 f"a weight sync to the vLLM server at {watch.server_url} has run {running:.0f} s, past "
                 f"weight_sync_timeout {watch.weight_sync_timeout_s:g} s (+{SYNC_UNWIND_S:g} s for TRL's own "
-                "error): the NCCL transfer hangs. Check the server's log (an out-of-memory error while "
+                f"error): {HANGS.get(watch.transport, HANGS['nccl'])}. Check the server's log (an "
+                "out-of-memory error while "
                 "receiving, a lost worker), restart it, and run train again to resume."
             )
     return None
@@ -119,6 +130,7 @@ def start_watchdog(args: Any, server_lost_after_s: float) -> Watch:
         server_lost_after_s=server_lost_after_s,
         weight_sync_timeout_s=float(args.weight_sync_timeout),
         last_answer=time.monotonic(),
+        transport=os.environ.get(Env.WEIGHT_TRANSFER) or "nccl",
     )
     threading.Thread(
         target=watchdog, args=(watch, end_process), name="trlstack-watchdog", daemon=True

@@ -32,6 +32,7 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.option_types import handed_number
+from trlstack.transfer import IPC, NCCL
 
 EXIT_CODE = 1
 POLL_S = 1.0  # how often the deadline is checked (a quarter of a shorter bound)
@@ -87,6 +88,10 @@ CLIENT = ("trl.generation.vllm_client", "VLLMClient", "update_named_params")
 # The client's method that joins the server's weight-transfer group, once, as the trainer is made; bounded
 # like a push: a server still inside a push whose trainer ended waits there, and would hold the next for ever.
 JOIN = "init_communicator"
+# Through CUDA IPC: the first rank's HTTP steps (ipc_push.Server) and Online DPO's walk (ipc_push's own).
+IPC_PUSH = "trlstack.rank.ipc_push"
+IPC_STEPS = ("Server", "start", "load")
+IPC_WALK = "online_dpo_params"
 
 
 @dataclass
@@ -96,6 +101,7 @@ class Watch:
 
     timeout_s: float
     rank: str
+    transport: str = NCCL
     since: float | None = None
     role: str = HELPER
     phase: tuple[str, str] = (STARTING, "")
@@ -113,10 +119,12 @@ def role(mode: Any, main: bool) -> str:
     return SENDER if main else HELPER
 
 
-def describe(kind: str, name: str, part: str) -> str:
+def describe(kind: str, name: str, part: str, transport: str = NCCL) -> str:
     """What a rank in `part` does at this point of the push, in words."""
     if kind == GATHERING:
         return f"gathering parameter {name} (FSDP all-gather)"
+    if transport == IPC and part != COLOCATED:
+        return describe_ipc(kind, name, part)
     if kind == HANDED:
         if part == SENDER:
             return f"sending the parameters up to {name} to the vLLM server (NCCL broadcast)"
@@ -149,6 +157,33 @@ def describe(kind: str, name: str, part: str) -> str:
     return "starting the push, before the first parameter"
 
 
+def describe_ipc(kind: str, name: str, part: str) -> str:
+    """describe() where the weights go through CUDA IPC: every rank hands over handles to its own GPU
+    memory (vLLM's sender all-gathers them across ranks), the first posts them, the server loads."""
+    if kind == HANDED:
+        return f"handing parameter {name} to the CUDA-IPC send (copied into the shared buffer)"
+    if kind == WALKED:
+        waits = "the vLLM server to load" if part == SENDER else "the first rank's send, whose server loads"
+        return (
+            f"exchanging CUDA-IPC handles with the other ranks and waiting for {waits} the last parameters, "
+            f"up to {name} (all-gather, HTTP /update_weights, barrier)"
+        )
+    if kind == SENDING:
+        if name:
+            return (
+                f"waiting for the vLLM server to load the parameters up to {name} from this GPU's memory "
+                "(HTTP /update_weights, CUDA IPC)"
+            )
+        return "starting the update on the vLLM server (HTTP /start_weight_update)"
+    if kind == SENT:
+        return f"waiting for the other ranks after the server loaded the parameters up to {name} (barrier)"
+    if kind == JOINING:
+        return "asking the vLLM server for its CUDA-IPC engine (HTTP /init_weight_transfer_engine)"
+    if kind == SETTLING:
+        return f"waiting for this GPU to finish the push's queued work (FSDP all-gathers; last named: {name})"
+    return "starting the push, before the first parameter"
+
+
 def stuck_message(watch: Watch, now: float) -> str | None:
     """The line a rank prints when its push has run past the bound (None: it has not)."""
     since = watch.since
@@ -160,8 +195,8 @@ def stuck_message(watch: Watch, now: float) -> str | None:
         others += ", or a vLLM server that stopped (check its log),"
     return (
         f"rank {watch.rank}: the weight push to vLLM has not finished in {watch.timeout_s:g} s "
-        f"(--weight-push-timeout); stuck while {describe(kind, name, watch.role)}: {others} holds the "
-        "others; the run ends (checkpoints are kept; run again to resume, with a larger "
+        f"(--weight-push-timeout); stuck while {describe(kind, name, watch.role, watch.transport)}: "
+        f"{others} holds the others; the run ends (checkpoints are kept; run again to resume, with a larger "
         "--weight-push-timeout if this model's pushes are merely slow)"
     )
 
@@ -239,6 +274,39 @@ def noting_sends(send: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
     return send_and_note
 
 
+def noting_loads(load: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """Wrap ipc_push.Server.load(update): the server loading the update, then its answer, noted."""
+
+    @functools.wraps(load)
+    def load_and_note(server: Any, update: Mapping[str, Any], *args: Any, **kwargs: Any) -> Any:
+        names = update.get("names") or [""]
+        watch.phase = (SENDING, names[-1])
+        result = load(server, update, *args, **kwargs)
+        watch.phase = (SENT, names[-1])
+        return result
+
+    return load_and_note
+
+
+def noting_start(start: Callable[..., Any], watch: Watch) -> Callable[..., Any]:
+    """Wrap ipc_push.Server.start: the update being started on the server, noted."""
+
+    @functools.wraps(start)
+    def start_and_note(*args: Any, **kwargs: Any) -> Any:
+        watch.phase = (SENDING, "")
+        return start(*args, **kwargs)
+
+    return start_and_note
+
+
+def guard_ipc(watch: Watch, ipc_push: Any) -> None:
+    """Wrap the CUDA-IPC push's steps (rank/ipc_push.py, the module given) in place."""
+    server = getattr(ipc_push, IPC_STEPS[0])
+    server.start = noting_start(server.start, watch)
+    server.load = noting_loads(server.load, watch)
+    setattr(ipc_push, IPC_WALK, noting_walk(getattr(ipc_push, IPC_WALK), watch))
+
+
 def guard(watch: Watch, pushers: Mapping[Pusher, Any], client: Any, settle: Callable[[], None]) -> None:
     """Wrap the pushers' classes (each Pusher's class object given) and the client's class in place."""
     for pusher, cls in pushers.items():
@@ -294,11 +362,14 @@ def install(say: Callable[[str], None], script: str, environ: Mapping[str, str])
     timeout_s = bound_from(environ)
     if timeout_s is None:
         return None
-    watch = Watch(timeout_s, rank=environ.get("RANK", "0"))
+    transport = IPC if environ.get(Env.WEIGHT_TRANSFER) == IPC else NCCL
+    watch = Watch(timeout_s, rank=environ.get("RANK", "0"), transport=transport)
     pushers = [GENERATION, *([ONLINE_DPO] if script == ONLINE_DPO_SCRIPT else [])]
     classes = {pusher: getattr(importlib.import_module(pusher.module), pusher.name) for pusher in pushers}
     client = getattr(importlib.import_module(CLIENT[0]), CLIENT[1])
     guard(watch, classes, client, settle_gpu)
+    if transport == IPC:
+        guard_ipc(watch, importlib.import_module(IPC_PUSH))
     thread = threading.Thread(target=watchdog, args=(watch, end_process), name="trlstack-push-guard")
     thread.daemon = True  # it never holds the process open
     thread.start()

@@ -13,6 +13,8 @@ means, depending on how far the run is:
   own checkpointing (trainer_state.json last), and leave the loop; the script's final save is skipped;
 - finishing (the script's final save after the last step): complete it.
 
+A save the disk has no room for ends the run in every process, reported to train (rank/space.py).
+
 The process then exits 0, so that no launcher (accelerate, torch elastic) reports a failure; `train`, which
 sent the signal, exits 128 + its number. transformers' own `enable_jit_checkpoint` is no substitute: it
 handles SIGTERM only, decides in each process alone (a save that is collective then hangs), and saves before
@@ -34,6 +36,7 @@ from types import FrameType
 from typing import Any
 
 from trlstack.defaults import Env
+from trlstack.rank import space
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -109,6 +112,7 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
     def train_until_stopped(trainer: Any, *args: Any, **kwargs: Any) -> Any:
         callback = checkpoint_on_stop(trainer.accelerator)
         trainer.add_callback(callback)
+        space.guard_saves(trainer, say)  # a save the disk has no room for ends the run, reported to train
         handle_stop_signals()  # again: setting up the trainer may have replaced the handler
         STOP.phase = "training"
         output = train(trainer, *args, **kwargs)
@@ -178,6 +182,12 @@ def main(argv: list[str]) -> None:
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
     load_cpu_n_locations()
+    if os.environ.get(Env.WEIGHT_TRANSFER):  # train chose how the weights reach the server: before the guard,
+        from trlstack.rank import (
+            ipc_push,
+        )  # which bounds the pushes this replaces (imports TRL, vLLM's sender)
+
+        ipc_push.install(say, argv[0], os.environ)
     if os.environ.get(Env.WEIGHT_PUSH_TIMEOUT):  # train bounds each weight push to vLLM in every rank
         from trlstack.rank import push_guard  # imports TRL's generation modules
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeVar
 from trlstack.defaults import Env
 from trlstack.errors import Parser, UsageError
 from trlstack.gpus import gpu_count
-from trlstack.options import Setting, add_setting, add_settings, settings_from
+from trlstack.options import Setting, add_setting, add_settings, group_for, settings_from
 from trlstack.run.passthrough import split_extra
 
 if TYPE_CHECKING:
@@ -31,6 +31,14 @@ class Role:
     chooses: str
 
 
+def role_parser(role: Role, settings: type[DataclassInstance], environ: Mapping[str, str]) -> Parser:
+    """The role's parser: its settings (each in its declared --help group) and the preview flags."""
+    parser = Parser(prog=role.prog, description=role.description)
+    add_settings(parser, settings, environ)
+    add_preview(parser, role.prints)
+    return parser
+
+
 def parse_role(
     role: Role, settings: type[S], argv: Sequence[str], environ: Mapping[str, str]
 ) -> tuple[S, argparse.Namespace]:
@@ -38,12 +46,9 @@ def parse_role(
 
     Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
     """
-    parser = Parser(prog=role.prog, description=role.description)
-    add_settings(parser, settings, environ)
-    add_preview(parser, role.prints)
     own, extra = split_extra(argv)
     check_renamed(own)
-    args = parser.parse_args(own)
+    args = role_parser(role, settings, environ).parse_args(own)
     check_preview(args, role.chooses)
     return settings_from(settings, args, extra=extra), args
 
@@ -69,15 +74,16 @@ PREVIEW_GPUS = Setting(
     "with --print-command: show the command for N visible GPUs instead of detecting them",
     gpu_count,
     metavar="N",
+    group="preview",
 )
 
 
 def add_preview(parser: argparse.ArgumentParser, prints: str) -> None:
     """`--print-command` (print `prints`, run nothing) and `--gpus N` (preview for a machine with N GPUs):
     flags only, no variable read."""
-    add_setting(parser, "gpus", PREVIEW_GPUS, None, {})
-    print_command = Setting(None, f"print {prints}; run nothing", kind="switch")
-    add_setting(parser, "print_command", print_command, False, {})
+    print_command = Setting(None, f"print {prints}; run nothing", kind="switch", group="preview")
+    for name, spec, default in (("gpus", PREVIEW_GPUS, None), ("print_command", print_command, False)):
+        add_setting(group_for(parser, spec.group), name, spec, default, {})
 
 
 def check_preview(args: argparse.Namespace, chooses: str) -> None:

@@ -10,49 +10,56 @@ from trlstack.defaults import Env
 from trlstack.option_types import positive_int, seconds_or_never, wait_seconds, whole_number
 from trlstack.options import setting
 
+GROUP = "async-grpo"  # train's --help group of these settings
+
 
 def max_staleness_setting() -> Any:
     return setting(
         Env.MAX_STALENESS,
-        "async-grpo: syncs a sample's weights may lag the trained ones before it is dropped (default: the "
-        "config's max_staleness, else TRL's 4)",
+        "syncs a sample's weights may lag the trained ones before it is dropped",
         type=whole_number,
+        shown="the config's max_staleness, else TRL's 4",
+        group=GROUP,
     )
 
 
 def weight_sync_steps_setting() -> Any:
     return setting(
         Env.WEIGHT_SYNC_STEPS,
-        "async-grpo: training steps between weight pushes to the server (default: the config's "
-        "weight_sync_steps, else TRL's 1)",
+        "training steps between weight pushes to the server",
         type=positive_int,
+        shown="the config's weight_sync_steps, else TRL's 1",
+        group=GROUP,
     )
 
 
 def weight_sync_timeout_setting() -> Any:
     return setting(
         Env.WEIGHT_SYNC_TIMEOUT,
-        "async-grpo: seconds a weight push may take before the run ends naming it (default: the config's "
-        "weight_sync_timeout, else TRL's 1800)",
+        "seconds a weight push may take before the run ends naming it",
         type=positive_int,
+        shown="the config's weight_sync_timeout, else TRL's 1800",
+        group=GROUP,
     )
 
 
 def heartbeat_timeout_setting() -> Any:
     return setting(
         Env.HEARTBEAT_TIMEOUT,
-        "async-grpo: seconds without a rollout-worker heartbeat before the run ends naming it (default: the "
-        "config's heartbeat_stale_after_s, else TRL's 300)",
+        "seconds without a rollout-worker heartbeat before the run ends naming it",
         type=wait_seconds,
+        shown="the config's heartbeat_stale_after_s, else TRL's 300",
+        group=GROUP,
     )
 
 
 def server_lost_after_setting() -> Any:
     return setting(
         Env.SERVER_LOST_AFTER,
-        "async-grpo: seconds the server may not answer /health before the run ends naming it, 0 never "
-        "(default: the config's server_lost_after_s, else 120)",
+        "seconds the server may not answer /health before the run ends naming it, 0 never",
         type=seconds_or_never,
+        shown="the config's server_lost_after_s, else 120",
+        group=GROUP,
     )
 
 

@@ -13,7 +13,6 @@ deepspeed is not among the locked packages.
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
+from trlstack.option_types import one_of
 from trlstack.plan import memory
 from trlstack.plan.memory import STATES_SHARE, Estimate, gib
 
@@ -35,14 +35,10 @@ SHARDED_MODEL_DIR = "pytorch_model_fsdp_0"
 FSDP_FIX = "--sharding fsdp2"
 
 
-def sharding_choice(raw: str) -> str:
-    """argparse type: auto, none or fsdp2; zero3 (and deepspeed) refused with the reason."""
-    value = raw.strip().lower()
-    if value in ("zero3", "zero-3", "deepspeed"):
-        raise argparse.ArgumentTypeError(ZERO3_REFUSAL)
-    if value not in SHARDINGS:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not one of {', '.join(SHARDINGS)}")
-    return value
+# argparse type: auto, none or fsdp2, in any case; zero3 (and deepspeed) refused with the reason.
+sharding_choice = one_of(
+    *SHARDINGS, fold_case=True, refused=dict.fromkeys(("zero3", "zero-3", "deepspeed"), ZERO3_REFUSAL)
+)
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,8 @@ from trlstack.run.checks import check_contradictions, check_paths, resolve_recip
 from trlstack.run.mode import choose_mode
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
+from trlstack.run.weight_transfer import weight_transfer
+from trlstack.transfer import NCCL
 
 
 @dataclass(frozen=True)
@@ -109,12 +111,12 @@ def make_run(settings: TrainSettings, user_config: Mapping[str, Any], source: st
     local paths it names checked to exist (`machine`: Run's fields from `checkpoint` on); UsageError naming
     what is wrong, before anything starts."""
     recipe = resolve_recipe(settings.recipe)
-    settings, notes = choose_mode(settings, recipe, len(gpus))
+    bare = Run(settings, recipe, {}, {}, source, tuple(gpus), *machine)  # this machine, before the run
+    settings, notes = choose_mode(settings, recipe, len(gpus), bare.model_config)
     check_contradictions(settings, recipe)
     config, seen = trl_config.run_config(settings, user_config, recipe, source)
     check_paths(config, settings, recipe, source)
-    run = Run(settings, recipe, config, seen, source, tuple(gpus), *machine)
-    return replace(run, notes=tuple(notes))
+    return replace(bare, settings=settings, config=config, seen=seen, notes=tuple(notes))
 
 
 def decide(run: Run) -> Part:
@@ -140,9 +142,12 @@ def layout(run: Run) -> Part:
 def generation(run: Run) -> Part:
     """How the trainer generates: the server it reaches and how weights get there, or vLLM inside it."""
     settings = run.settings
+    # how the weights reach the server; refused where the run has none to push to
+    transfer = Part(*weight_transfer(settings))
     if settings.cpu:
-        return Part()
-    parts = [_server(run)] if settings.mode == "server" else []
+        return transfer
+    pushed = transfer.env.get(Env.WEIGHT_TRANSFER)
+    parts = [_server(run, pushed), transfer] if settings.mode == "server" else [transfer]
     if run.recipe.server_only:
         parts.append(Part(config=asynchronous.config_keys(settings)))
     else:
@@ -156,14 +161,14 @@ def generation(run: Run) -> Part:
     return merged({}, parts)
 
 
-def _server(run: Run) -> Part:
+def _server(run: Run, transfer: str | None) -> Part:
     """Where the server's workers reach this trainer for the weight-transfer rendezvous, and the NCCL host
-    this trainer names itself when it shares the server's GPUs."""
+    this trainer names itself when it shares the server's GPUs and pushes over NCCL (`transfer`)."""
     settings = run.settings
     host_ip, why = addresses.trainer_host_ip(settings.server_url, settings.host_ip, run.route, run.is_local)
     env: dict[str, str] = {Env.VLLM_HOST_IP: host_ip}
     notes = [f"{Env.VLLM_HOST_IP}={host_ip} ({why})"]
-    if settings.share_gpus:
+    if settings.share_gpus and transfer == NCCL:
         env.update(nccl_host_id("train"))
         notes.append(
             f"sharing the GPUs with the server: {Env.NCCL_HOSTID}={env[Env.NCCL_HOSTID]}, the weight push "

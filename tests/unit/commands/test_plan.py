@@ -142,6 +142,7 @@ def test_plan_for_eight_gpus_as_env(capsys):
         "VLLM_GROUP_PORT=51216",
         "SHARE_GPUS=0",
         "GPU_MEMORY_UTILIZATION=0.9",
+        "WEIGHT_TRANSFER=nccl",
     ]
 
 
@@ -159,7 +160,9 @@ def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_c
     code, out, _ = run(capsys, "plan", "--gpus", "1", "--share-gpus")
     assert code == 0
     assert "layout: shared GPUs: vLLM takes 0.3 of each GPU's memory" in out
-    assert "weights are pushed over NCCL sockets, not P2P/NVLink" in out
+    assert "weights are pushed through CUDA IPC" in out and "--weight-transfer nccl for NCCL sockets" in out
+    code, out, _ = run(capsys, "plan", "--gpus", "1", "--share-gpus", "--weight-transfer", "nccl")
+    assert code == 0 and "weights are pushed over NCCL sockets, not P2P/NVLink" in out
     argv = ("plan", "--gpus", "1", "--share-gpus", "--format", "env", "--gpu-memory-utilization", "0.4")
     code, out, _ = run(capsys, *argv)
     assert code == 0 and out.splitlines()[1:] == [
@@ -172,6 +175,7 @@ def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_c
         "VLLM_GROUP_PORT=51216",
         "SHARE_GPUS=1",
         "GPU_MEMORY_UTILIZATION=0.4",
+        "WEIGHT_TRANSFER=ipc",
     ]
 
 
@@ -263,6 +267,7 @@ def test_plan_takes_the_split_flags(capsys):
         "VLLM_GROUP_PORT": "9001",
         "SHARE_GPUS": "0",
         "GPU_MEMORY_UTILIZATION": "0.9",
+        "WEIGHT_TRANSFER": "nccl",
     }
 
 
@@ -339,8 +344,9 @@ def test_a_new_plan_keeps_the_layout_the_user_chose_or_refuses_naming_both_ways(
     code, out, err = run(capsys, "plan", "--gpus", "1", "--format", "env", "-o", str(target))
     assert code == 1 and out == "" and target.read_text() == kept
     assert "TRLSTACK_VARIANT=isolated in the .env runs compose's isolated layout" in err
-    assert "`trlstack plan --share-gpus --format env -o .env`" in err
-    assert run(capsys, "plan", "--gpus", "1", "--share-gpus", "--format", "env", "-o", str(target))[0] == 0
+    fix = ("--share-gpus", "--weight-transfer", "nccl")  # the server beside the trainer, as the message says
+    assert f"`trlstack plan {' '.join(fix)} --format env -o .env`" in err
+    assert run(capsys, "plan", "--gpus", "1", *fix, "--format", "env", "-o", str(target))[0] == 0
     assert (
         target.read_text().startswith("TRLSTACK_VARIANT=isolated\n")
         and "SHARE_GPUS=1\n" in target.read_text()

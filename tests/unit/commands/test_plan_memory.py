@@ -92,3 +92,25 @@ def test_doctor_says_nothing_for_a_hub_id_or_no_model(model):
     found = Probe((Gpu(0),), "nvml")
     assert memory_finding(Facts(probe=found), {"TRLSTACK_MODEL": "Qwen/Qwen2.5-7B"}) == []
     assert memory_finding(Facts(probe=found), {}) == []
+
+
+def test_on_one_gpu_the_plan_weighs_the_models_size_against_the_measured_table(model, clean_env, capsys):
+    # Qwen2.5-3B's shape, which one 141 GiB GPU trains beside vLLM's share (a 7B model in float32 it does not:
+    # that plan is refused)
+    shape = {
+        "hidden_size": 2048,
+        "intermediate_size": 11008,
+        "num_hidden_layers": 36,
+        "num_attention_heads": 16,
+    }
+    (model / "config.json").write_text(json.dumps({**QWEN_7B, **shape, "vocab_size": 151936}))
+    assert cli.main(["plan", "--gpus", "1", "--model", str(model), "--gpu-memory", "141"]) == 0
+    out = capsys.readouterr().out
+    # 3.4B parameters: the measured size nearest by ratio is 3B, not measured side by side yet: colocate
+    assert (
+        "layout: colocate, vLLM inside the trainer: colocate until a server on one GPU is measured faster "
+        in out
+    )
+    assert "at 3B (3.4B parameters" in out
+    assert cli.main(["plan", "--gpus", "1"]) == 0  # no model: the default model's size, 0.5B, measured
+    assert "at 0.5B (the default model's size): a GRPO step of 1.10 s" in capsys.readouterr().out

@@ -79,7 +79,31 @@ BAD_ENV = [
     ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
     ({"VLLM_PORT": "80000"}, "VLLM_PORT='80000' in .env is not a TCP port (1-65535)"),
     ({"VLLM_GROUP_PORT": "8000"}, "VLLM_PORT and VLLM_GROUP_PORT are both 8000"),
+    ({"WEIGHT_TRANSFER": "IPC"}, "WEIGHT_TRANSFER='IPC' in .env is not one of auto, nccl, ipc"),
+    ({"WEIGHT_TRANSFER": "ipc"}, "WEIGHT_TRANSFER=ipc in .env hands the server CUDA-IPC handles"),
+    ({"WEIGHT_TRANSFER": "ipc"}, "write WEIGHT_TRANSFER=nccl for disjoint GPUs"),
 ]
+
+
+def test_the_weight_transfer_the_plan_writes_passes_and_an_older_env_without_it_too():
+    assert check_env({**EIGHT, "WEIGHT_TRANSFER": "nccl"})
+    assert check_env({"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "WEIGHT_TRANSFER": "ipc"})
+    assert check_env({"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "WEIGHT_TRANSFER": "nccl"})
+    assert check_env({**EIGHT, "WEIGHT_TRANSFER": ""})  # compose passes an unset key empty: auto
+
+
+def test_a_colocate_plan_refuses_a_weight_transfer_it_has_no_server_for():
+    colocate = {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "WEIGHT_TRANSFER": "ipc"}
+    with pytest.raises(UsageError, match="WEIGHT_TRANSFER=ipc sets how weights reach a vLLM server, but"):
+        check_env(colocate)
+    assert check_env({**colocate, "WEIGHT_TRANSFER": ""})
+
+
+def test_the_isolated_layout_refuses_cuda_ipc_it_cannot_carry():
+    shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": "1", "TRLSTACK_VARIANT": "isolated"}
+    with pytest.raises(UsageError, match="TRLSTACK_VARIANT=isolated keeps them apart"):
+        check_env({**shared, "WEIGHT_TRANSFER": "ipc"})
+    assert check_env({**shared, "WEIGHT_TRANSFER": "nccl"})
 
 
 @pytest.mark.parametrize(("change", "message"), BAD_ENV, ids=[str(case[0]) for case in BAD_ENV])

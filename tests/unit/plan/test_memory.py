@@ -178,6 +178,13 @@ def test_the_weights_dtype_comes_from_model_init_kwargs(kwargs, dtype, trained):
     assert estimate is not None and (estimate.dtype, estimate.trained) == (dtype, trained)
 
 
+def test_the_configs_own_dtype_counts_where_model_init_kwargs_sets_none():
+    # grpo.py, rloo.py and our online_dpo put ModelConfig's `dtype` in model_init_kwargs; AsyncGRPOTrainer its
+    # config's (recipes/async_grpo.yaml: bfloat16). model_init_kwargs wins over both.
+    assert memory.weights_dtype({"dtype": "bfloat16"}) == "bfloat16"
+    assert memory.weights_dtype({"dtype": "bfloat16", "model_init_kwargs": {"dtype": "float32"}}) == "float32"
+
+
 def test_auto_dtype_is_the_models_own_and_an_odd_one_is_unknown():
     assert memory.weights_dtype({"model_init_kwargs": {"dtype": "auto"}}, {"dtype": "bfloat16"}) == "bfloat16"
     assert memory.weights_dtype({"model_init_kwargs": {"dtype": "auto"}}, {}) == "float32"

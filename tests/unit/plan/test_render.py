@@ -34,6 +34,7 @@ def test_env_rendering_has_a_comment_header_then_the_keys():
         "VLLM_GROUP_PORT=51216",
         "SHARE_GPUS=0",
         "GPU_MEMORY_UTILIZATION=0.9",
+        "WEIGHT_TRANSFER=nccl",
     ]
     assert text.endswith("\n")
 
@@ -111,7 +112,7 @@ def test_one_gpu_renders_the_colocate_plan_with_its_reason_in_every_format():
     assert env[0].startswith(
         "# GPU plan written by `trlstack plan`: training on GPU 0 (1 process), no server; "
     )
-    assert "1.10 s against 1.58 s on one H200" in env[0]
+    assert "1.10 s against 1.58 s for a shared-GPU server over NCCL sockets (one H200" in env[0]
     assert env[1:] == ["TRLSTACK_VARIANT=colocate", "TRAIN_GPUS=0", "NUM_PROCESSES=1"]
     document = json.loads(render_json(plan))
     assert document["vllm_mode"] == "colocate" and document["serve_gpus"] == []
@@ -141,5 +142,17 @@ def test_merge_env_writes_the_layout_a_plan_chose_and_keeps_the_one_the_user_cho
         with pytest.raises(UsageError) as error:
             merge_env(f"TRLSTACK_VARIANT={chosen}\n", colocate)
         assert f"TRLSTACK_VARIANT={chosen} in the .env runs compose's {chosen} layout" in str(error.value)
-        assert "`trlstack plan --share-gpus --format env -o .env`" in str(error.value)
+        nccl = " --weight-transfer nccl" if chosen == "isolated" else ""  # isolated pushes over NCCL
+        assert f"`trlstack plan --share-gpus{nccl} --format env -o .env`" in str(error.value)
         assert "or remove the TRLSTACK_VARIANT line for colocate" in str(error.value)
+
+
+def test_a_shared_gpu_plan_says_it_pushes_through_cuda_ipc_and_how_to_ask_for_nccl():
+    plan = make_plan(h200s(2), share_gpus=True)
+    table = render_table(plan)
+    assert "weights are pushed through CUDA IPC" in table and "--weight-transfer nccl" in table
+    assert "- (CUDA IPC: no port)" in table
+    assert json.loads(render_json(plan))["weight_transfer"] == "ipc"
+    nccl = render_table(make_plan(h200s(2), share_gpus=True, weight_transfer="nccl"))
+    assert "weights are pushed over NCCL sockets, not P2P/NVLink" in nccl and "51216 (NCCL weight" in nccl
+    assert json.loads(render_json(make_plan(h200s(1))))["weight_transfer"] is None  # colocate: no push

@@ -50,13 +50,60 @@ def test_exact_command_on_the_plans_serving_gpus(machine_gpus, serve_gpus):
     }
 
 
-def test_sharing_the_gpus_names_this_role_a_host_of_its_own_to_nccl_and_leaves_the_trainer_memory():
-    command = build_command(ServeSettings(share_gpus=True), gpus(1))
+def test_sharing_the_gpus_over_nccl_names_this_role_a_host_of_its_own_and_leaves_the_trainer_memory():
+    command = build_command(ServeSettings(share_gpus=True, weight_transfer="nccl"), gpus(1))
     assert command.env["NCCL_HOSTID"].endswith("-trlstack-serve")
+    assert command.argv[3:5] == ["--weight-transfer-config", '{"backend": "nccl"}']
     assert command.argv[-2:] == ["--gpu-memory-utilization", "0.3"]
     chosen = build_command(ServeSettings(share_gpus=True, gpu_memory_utilization=0.5), gpus(1))
     assert chosen.argv[-2:] == ["--gpu-memory-utilization", "0.5"]
     assert "NCCL_HOSTID" not in build_command(ServeSettings(), gpus(1)).env
+
+
+def test_sharing_the_gpus_takes_the_cuda_ipc_engine_and_lets_vllm_unpickle_its_handles():
+    command = build_command(ServeSettings(share_gpus=True), gpus(2))
+    assert command.argv[3:9] == [
+        "--weight-transfer-config", '{"backend": "ipc"}',
+        "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
+    ]  # fmt: skip
+    assert command.env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"
+    assert "NCCL_HOSTID" not in command.env  # no NCCL group across the two roles to tell apart
+    assert command.argv[-2:] == ["--gpu-memory-utilization", "0.3"]
+    for settings in (ServeSettings(), ServeSettings(share_gpus=True, weight_transfer="nccl")):
+        assert "VLLM_ALLOW_INSECURE_SERIALIZATION" not in build_command(settings, gpus(1)).env
+
+
+def test_cuda_ipc_on_gpus_the_trainer_does_not_share_is_refused():
+    with pytest.raises(UsageError, match="must run on the same GPUs: add --share-gpus"):
+        build_command(ServeSettings(weight_transfer="ipc"), gpus(1))
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_the_cuda_ipc_server_binds_loopback(host):
+    check_bind(host, allow_public=False, transfer="ipc")
+    check_bind(host, allow_public=True, transfer="ipc")
+
+
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [("0.0.0.0", "binds every interface"), ("::", "binds every interface"),
+     ("10.1.2.3", "binds 10.1.2.3, which is not loopback"), ("8.8.8.8", "binds 8.8.8.8, which is not")],
+)  # fmt: skip
+@pytest.mark.parametrize("allow_public", [False, True])
+def test_the_cuda_ipc_server_refuses_any_other_bind_even_when_public_binds_are_allowed(
+    host, said, allow_public
+):
+    with pytest.raises(UsageError) as error:
+        check_bind(host, allow_public=allow_public, transfer="ipc")
+    message = str(error.value)
+    assert said in message and "unpickles" in message and "even with --allow-public-bind" in message
+    assert "--weight-transfer nccl" in message
+
+
+def test_a_name_is_loopback_for_cuda_ipc_only_when_every_address_it_stands_for_is():
+    check_bind("trainer-host", False, resolve=lambda name: ["127.0.1.1"], transfer="ipc")
+    with pytest.raises(UsageError, match="binds 172.20.0.3, which is not loopback"):
+        check_bind("vllm", False, resolve=lambda name: ["127.0.0.1", "172.20.0.3"], transfer="ipc")
 
 
 @pytest.mark.parametrize("yes", ["1", "true", "YES", "on"])
@@ -64,7 +111,10 @@ def test_sharing_is_read_from_the_environment_as_compose_writes_it(clean_env, ca
     clean_env.setenv("TRLSTACK_SHARE_GPUS", yes)
     assert serve.main(["--gpus", "1", "--print-command"]) == 0
     out = capsys.readouterr().out
-    assert "NCCL_HOSTID=" in out and "--gpu-memory-utilization 0.3" in out
+    assert """{"backend": "ipc"}""" in out and "--gpu-memory-utilization 0.3" in out
+    clean_env.setenv("TRLSTACK_WEIGHT_TRANSFER", "nccl")
+    assert serve.main(["--gpus", "1", "--print-command"]) == 0
+    assert "NCCL_HOSTID=" in capsys.readouterr().out
 
 
 def test_eight_gpus_with_tensor_parallel_two_and_every_option():
@@ -215,6 +265,17 @@ BAD_INPUT = [
     (["--ho", "0.0.0.0"], {}, [0], "binds the server on every interface"),
     ([], {"TRLSTACK_VLLM_HOST": "::ffff:0.0.0.0"}, [0], "binds the server on every interface"),
     (["--host", "::ffff:8.8.8.8"], {}, [0], "public address 8.8.8.8"),
+    # The CUDA-IPC server: loopback only, whatever is allowed, and only beside its trainer.
+    (["--share-gpus", "--host", "0.0.0.0", "--allow-public-bind"], {}, [0], "binds loopback only, even with"),
+    (
+        ["--host", "10.0.0.1"],
+        {"TRLSTACK_SHARE_GPUS": "1", "TRLSTACK_ALLOW_PUBLIC_BIND": "1"},
+        [0],
+        "--host 10.0.0.1 binds 10.0.0.1, which is not loopback: with --weight-transfer ipc",
+    ),
+    (["--weight-transfer", "ipc"], {}, [0], "must run on the same GPUs: add --share-gpus"),
+    (["--weight-transfer", "IPC"], {}, [0], "'IPC' is not one of auto, nccl, ipc"),
+    ([], {"TRLSTACK_WEIGHT_TRANSFER": "shm"}, [0], "TRLSTACK_WEIGHT_TRANSFER='shm' is not valid"),
     (
         ["--", "--ho", "0.0.0.0"],
         {},

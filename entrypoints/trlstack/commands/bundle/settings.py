@@ -70,6 +70,6 @@ class BundleSettings:
     with_project: bool = switch(Env.BUNDLE_WITH_PROJECT, "add trlstack's own wheel (built with uv build)")
     project: str = setting(Env.BUNDLE_PROJECT, "folder holding pyproject.toml and uv.lock", ".")
     pip: str | None = setting(
-        Env.BUNDLE_PIP, "pip command to use (default: this Python's pip, else pip3 on PATH)"
+        Env.BUNDLE_PIP, "pip command to use", shown="this Python's pip, else pip3 on PATH"
     )
     dry_run: bool = switch(None, "print the requirements the bundle would hold and what stays out")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from trlstack.defaults import BF16_CAPABILITY, Env, is_true
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, Probe, describe_indices, select_visible
+from trlstack.stack import GET_GPU_STACK
 
 MIN_DRIVER = 580  # first driver branch for CUDA 13, which torch 2.11's wheels and vLLM 0.25 are built for
 MIN_CAPABILITY = (7, 5)  # CUDA 13 dropped Maxwell, Pascal and Volta
@@ -251,7 +252,7 @@ def judge_stack(pins: Mapping[str, str], installed: Mapping[str, str | None]) ->
                 "stack",
                 f"light install: none of {', '.join(pins)} is installed, so the CLI and tests run, "
                 "not the roles",
-                "use the image, or `uv sync --extra gpu`",
+                GET_GPU_STACK,
             )
         ]
     findings = []
@@ -266,7 +267,7 @@ def judge_stack(pins: Mapping[str, str], installed: Mapping[str, str | None]) ->
                     "warn",
                     "stack",
                     f"{name}: {seen}, pinned {pinned}",
-                    "use the image, or `uv sync --extra gpu`",
+                    GET_GPU_STACK,
                 )
             )
     return findings

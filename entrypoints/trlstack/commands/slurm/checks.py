@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from trlstack.commands.slurm.layout import Layout, make_layout
-from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings
+from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings, limit_seconds
 from trlstack.errors import UsageError
 from trlstack.models import read_config
 from trlstack.plan.rules import attention_heads, check_ports
@@ -121,6 +121,13 @@ def _check_request(settings: SlurmSettings) -> None:
     if settings.stop_grace < 30:
         raise UsageError(
             f"--stop-grace {settings.stop_grace}: give the trainers at least 30 s to write a checkpoint."
+        )
+    limit = limit_seconds(settings.time) if settings.time else None
+    if limit is not None and limit <= settings.stop_grace:
+        raise UsageError(
+            f"--time {settings.time} is {limit} s, no more than --stop-grace {settings.stop_grace}: the job "
+            "would stop to requeue itself as soon as it started. Give a longer --time (or a shorter "
+            "--stop-grace, at least 30)."
         )
 
 

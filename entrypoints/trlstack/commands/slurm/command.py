@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from trlstack.commands.slurm.checks import check
-from trlstack.commands.slurm.host import host_checks
+from trlstack.commands.slurm.checks import Job, check
+from trlstack.commands.slurm.host import folder_checks, host_checks
 from trlstack.commands.slurm.render import render
 from trlstack.commands.slurm.settings import (
     DECIDED_ONCE,
@@ -39,10 +39,14 @@ from trlstack.run.settings import TrainSettings
 class Delivery:
     """What becomes of the script: printed (dry_run), or written to `output` and maybe submitted."""
 
-    dry_run: bool = switch(None, "print the script, write and submit nothing")
+    dry_run: bool = switch(
+        None,
+        "print the script, write and submit nothing (the job's folders are checked as for writing; the "
+        "image and this host's tools, sbatch and the runtime, when writing)",
+    )
     submit: bool = switch(None, "write the script and submit it with sbatch")
     output: str | None = flag(
-        "script file [default: OUTPUT_DIR/NAME.sbatch]", None, metavar="FILE", aliases=("-o",)
+        "script file", None, metavar="FILE", aliases=("-o",), shown="OUTPUT_DIR/NAME.sbatch"
     )
 
 
@@ -116,36 +120,62 @@ def run(args: argparse.Namespace) -> int:
     settings, delivery = read_settings(args)
     job = check(settings)
     text = render(job)
+    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
+    # A dry run refuses what writing would refuse of the job's folders, the run already in its run folder
+    # included, and moves nothing.
+    folder_checks(settings, path)
     if delivery.dry_run:
+        settle_run_folder(job, move=False)
         sys.stdout.write(text)
         return 0
     host_checks(settings, submit=delivery.submit)
-    # A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
-    # moves it aside here, once (never deleted), --resume lets the trainers continue it.
-    run_dir = Path(settings.run_dir)
-    aside = previous_run_to_move(job.settings.train, run_dir, job.recipe, job.config, say)
-    if aside is not None:
-        outputs.move_aside(run_dir, aside)
-        say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
-    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
-    write_script(path, text, settings.output_dir, settings.name)
+    room_on_storage(job)
+    settle_run_folder(job, move=True)
+    write_script(settings, path, text)
     if not delivery.submit:
         print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
         return 0
-    return submit(path, settings.output_dir, settings.name)
+    return submit(settings, path)
 
 
-def write_script(path: Path, text: str, output_dir: str, name: str) -> None:
-    """Write the script to `path`, making the output folder the job's log goes to; UsageError naming the
-    fix."""
-    if path.is_dir():
-        raise UsageError(f"--output {path} is a directory; name a file such as {path}/{name}.sbatch.")
+def room_on_storage(job: Job) -> None:
+    """Refuse a run folder whose shared disk cannot hold one checkpoint, as each trainer would once the job
+    starts (run/space.py), before anything is queued; say so where the size is unknown here (a model this
+    host has not cached)."""
+    from trlstack import models
+    from trlstack.run import space
+
+    model = job.config.get("model_name_or_path")
+    model_config = models.read_config(str(model), os.environ) if model else None
+    need, how = space.checkpoint_bytes(job.config, model_config)
+    run_dir = Path(job.settings.run_dir)
+    warning = space.room_for_checkpoint(run_dir, space.free_space(run_dir), need, how, "--output-dir")
+    if warning:
+        say(f"{warning}; each trainer checks again before it starts")
+
+
+def settle_run_folder(job: Job, move: bool) -> None:
+    """A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
+    moves it aside here, once (never deleted; `move` False: a dry run, which only says so), --resume lets the
+    trainers continue it."""
+
+    run_dir = Path(job.settings.run_dir)
+    aside = previous_run_to_move(job.settings.train, run_dir, job.recipe, job.config, say)
+    if aside is not None and move:
+        outputs.move_aside(run_dir, aside)
+        say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
+    elif aside is not None:
+        say(f"a dry run: {run_dir} stays where it is")
+
+
+def write_script(settings: SlurmSettings, path: Path, text: str) -> None:
     try:
         # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
-        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise UsageError(
-            f"cannot make the output folder {output_dir} ({error.strerror}); choose a writable --output-dir."
+            f"cannot make the output folder {settings.output_dir} ({error.strerror}); choose a writable "
+            "--output-dir."
         ) from None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -156,13 +186,12 @@ def write_script(path: Path, text: str, output_dir: str, name: str) -> None:
         ) from None
 
 
-def submit(path: Path, output_dir: str, name: str) -> int:
-    """Submit the script with sbatch and say how to watch the job."""
+def submit(settings: SlurmSettings, path: Path) -> int:
     done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
     if done.returncode != 0:
         raise UsageError(f"sbatch refused {path}: {done.stderr.strip()}")
     job = done.stdout.strip().split(";")[0]
-    log = f"{output_dir.rstrip('/')}/{name}-{job}.out"
+    log = f"{settings.output_dir.rstrip('/')}/{settings.name}-{job}.out"
     print(job)
     print(
         f"trlstack slurm: submitted {path} as job {job}; watch: squeue -j {job}; tail -f {log}",

@@ -1,5 +1,7 @@
-"""Checks of the submit host before a script is written or submitted: the job's folders and image on storage
-every node shares, and the tools to run it (sbatch, the runtime)."""
+"""Checks of the submit host before a script is written or submitted: the job's folders on storage every node
+shares (a dry run checks them too: it prints the script that writing would write), and the image and the
+tools to run it (sbatch, the runtime), which a dry run, a preview that may be made on another machine, leaves
+to writing."""
 
 from __future__ import annotations
 
@@ -41,13 +43,9 @@ def node_local(path: str, mounts: str | None = None) -> str | None:
     return None
 
 
-def host_checks(
-    settings: SlurmSettings,
-    submit: bool,
-    which: Callable[[str], str | None] = shutil.which,
-    mounts: str | None = None,
-) -> None:
-    """Checks of the submit host before a script is written or submitted; UsageError naming the fix."""
+def folder_checks(settings: SlurmSettings, script: Path, mounts: str | None = None) -> None:
+    """The job's folders, for a dry run and a write alike: the output and cache folders shared between nodes,
+    the script a file; UsageError naming the fix."""
     for flag, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
         why = node_local(path, mounts)
         if why:
@@ -55,6 +53,20 @@ def host_checks(
                 f"{flag} {path} is not shared between nodes ({why}); choose a folder on shared storage "
                 "(home, project or scratch filesystem) that every node mounts at the same path."
             )
+    if script.is_dir():
+        raise UsageError(
+            f"--output {script} is a directory; name a file such as {script}/{settings.name}.sbatch."
+        )
+
+
+def host_checks(
+    settings: SlurmSettings,
+    submit: bool,
+    which: Callable[[str], str | None] = shutil.which,
+    mounts: str | None = None,
+) -> None:
+    """Checks of the submit host before a script is written or submitted, after folder_checks: the image and
+    the tools; UsageError naming the fix."""
     if submit and which("sbatch") is None:
         raise UsageError("`sbatch` is not on PATH: submit from a Slurm login node, or use --dry-run.")
     image = settings.image

@@ -4,7 +4,9 @@ roles it passes on, taken as train and serve-vllm declare them."""
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from trlstack.option_types import positive_int
@@ -57,6 +59,51 @@ IMAGE = ("runtime", "image", "bind")
 NETWORK = ("network_interface",)
 
 
+# Slurm's time limit, as sbatch --time reads it: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS, and
+# UNLIMITED or INFINITE (any case; 0 too means no limit).
+TIME_FORMS = "minutes (90), MM:SS, HH:MM:SS (24:00:00), D-HH, D-HH:MM, D-HH:MM:SS (1-12:00:00) or UNLIMITED"
+_TIME = re.compile(r"(?:(\d+)-(\d+)(?::(\d+)(?::(\d+))?)?|(\d+)(?::(\d+)(?::(\d+))?)?)", re.ASCII)
+NO_LIMIT = ("UNLIMITED", "INFINITE")
+# A partition, an account or a job name: a word of letters, digits and . _ + - (what #SBATCH lines, file names
+# and Slurm's own name checks all take; a space, a quote or a % would change what sbatch reads).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*", re.ASCII)
+NAME_FORMS = "letters, digits and . _ + - (starting with a letter or digit)"
+
+
+def time_limit(raw: str) -> str:
+    """argparse type: a time limit sbatch accepts (TIME_FORMS), as given."""
+    if raw.upper() in NO_LIMIT or _TIME.fullmatch(raw):
+        return raw
+    raise argparse.ArgumentTypeError(f"{raw!r} is not a Slurm time limit; give {TIME_FORMS}")
+
+
+def limit_seconds(limit: str) -> int | None:
+    """The seconds a time limit sbatch accepts stands for; None for no limit (UNLIMITED, or 0)."""
+    if limit.upper() in NO_LIMIT:
+        return None
+    match = _TIME.fullmatch(limit)
+    assert match is not None, limit  # time_limit checked it
+    days, hours, minutes, seconds, first, second, third = (int(part or 0) for part in match.groups())
+    if match.group(1) is None:  # minutes[:seconds], or hours:minutes:seconds
+        hours, minutes, seconds = (first, second, third) if match.group(7) else (0, first, second)
+    total = ((days * 24 + hours) * 60 + minutes) * 60 + seconds
+    return total or None
+
+
+def slurm_name(what: str, lists: bool = False) -> Callable[[str], str]:
+    """argparse type: a partition, an account or a job name as sbatch takes it (NAME_FORMS); `lists`: a
+    comma-separated list of them (--partition a,b: the first that can run the job)."""
+
+    def name(raw: str) -> str:
+        parts = raw.split(",") if lists else [raw]
+        if all(_NAME.fullmatch(part) for part in parts) and len(raw) <= 200:
+            return raw
+        listed = ", or several joined by commas" if lists else ""
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a Slurm {what}; give {NAME_FORMS}{listed}")
+
+    return name
+
+
 def shell_words(raw: str) -> tuple[str, ...]:
     """argparse type: one string split into words as the shell would (--vllm-args)."""
     try:
@@ -82,7 +129,7 @@ class SlurmSettings:
     on the nodes, so those keep the roles' defaults and mean nothing here. The ports are `ports`.
     """
 
-    recipe: str = flag(", ".join(RECIPES), positional=True, choices=list(RECIPES))
+    recipe: str = flag("the recipe to run", positional=True, choices=list(RECIPES))
     nodes: int = flag("nodes in all (>= 2)", type=positive_int, metavar="N")
     # the job
     gpus_per_node: int | None = flag("GPUs of each node", None, positive_int, metavar="G")
@@ -92,23 +139,29 @@ class SlurmSettings:
         int,
         metavar="{0,1}",
     )
-    partition: str | None = flag("Slurm partition", None)
-    account: str | None = flag("Slurm account", None)
-    time: str | None = flag("time limit, e.g. 24:00:00 (the job requeues itself before it)", None)
-    job_name: str | None = flag("job name [default: trlstack-RECIPE]", None)
+    partition: str | None = flag("Slurm partition (several: a,b)", None, slurm_name("partition", lists=True))
+    account: str | None = flag("Slurm account", None, slurm_name("account"))
+    time: str | None = flag(
+        "time limit: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS or UNLIMITED (the job requeues "
+        "itself before it)",
+        None,
+        time_limit,
+        shown="the partition's",
+    )
+    job_name: str | None = flag("job name", None, slurm_name("job name"), shown="trlstack-RECIPE")
     output_dir: str = flag(
-        "shared folder for checkpoints (OUTPUT_DIR/RECIPE), the log and the script [default: outputs]",
+        "shared folder for checkpoints (OUTPUT_DIR/RECIPE), the log and the script",
         "outputs",
     )
-    cache_dir: str | None = flag("shared folder mounted at /cache [default: OUTPUT_DIR/cache]", None)
+    cache_dir: str | None = flag("shared folder mounted at /cache", None, shown="OUTPUT_DIR/cache")
     stop_grace: int = flag(
-        f"stop and requeue this long before the time limit [default: {DEFAULT_STOP_GRACE}]",
+        "stop and requeue this long before the time limit",
         DEFAULT_STOP_GRACE,
         positive_int,
         metavar="SECONDS",
     )
     # the image
-    runtime: str = flag("[default: apptainer]", "apptainer", choices=RUNTIMES)
+    runtime: str = flag("what runs the roles on each node", "apptainer", choices=RUNTIMES)
     image: str | None = flag("a .sif (apptainer), an image or .sqsh (pyxis), an environment (none)", None)
     bind: tuple[str, ...] = flag(
         "another shared folder for the container, e.g. where models live (repeatable)",
@@ -125,7 +178,9 @@ class SlurmSettings:
         metavar='"ARGS"',
     )
     # network
-    network_interface: str | None = flag("e.g. ib0 [default: the route's]", None, metavar="IFACE")
+    network_interface: str | None = flag(
+        "the interface NCCL and gloo use, e.g. ib0", None, metavar="IFACE", shown="the route's"
+    )
     # the roles' settings and the ports, declared where the roles declare them
     train: TrainSettings = field(default_factory=TrainSettings)
     serve: ServeSettings = field(default_factory=ServeSettings)

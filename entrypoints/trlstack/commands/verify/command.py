@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from trlstack.commands.verify.areas import AREAS, verify_tree
-from trlstack.commands.verify.layout import LOCK_LABEL, SBOM_LABEL
+from trlstack.commands.verify.layout import KERNELS, LOCK_LABEL, PROVENANCE, SBOM_LABEL, VENV
 from trlstack.commands.verify.report import print_report
 from trlstack.commands.verify.trees import DirTree, TarTree, Tree
 from trlstack.defaults import Env
@@ -38,7 +38,7 @@ class VerifySettings:
     tarball: str | None = setting(Env.VERIFY_TARBALL, "a `docker save` or OCI archive of the image")
     only: tuple[str, ...] = repeated(
         Env.VERIFY_ONLY,
-        f"check only this part, one of {', '.join(AREAS)} (repeatable; without it, every part)",
+        "check only this part (repeatable; without it, every part)",
         one_of(*AREAS),
     )
     expect_lock_sha256: str | None = setting(
@@ -47,6 +47,22 @@ class VerifySettings:
     expect_sbom_sha256: str | None = setting(
         Env.VERIFY_EXPECT_SBOM_SHA256, "the SBOM sha256 the image's label gives"
     )
+
+
+# Said where verify, given no place, runs on a machine that is no trlstack image (a host, a checkout's venv).
+NOT_AN_IMAGE = (
+    f"this machine is not a trlstack image (it has no /{os.path.dirname(PROVENANCE)}): verify checks an "
+    "image's files against what its commit locks (uv.lock, the SBOM, kernels.lock), so it runs in the "
+    "image, `docker run --rm IMAGE trlstack verify` (a .sif: `apptainer exec IMAGE.sif trlstack verify`), "
+    "or checks one from here: `trlstack verify --image IMAGE` (a local image, in a throwaway container), "
+    "`--tarball FILE` (a `docker save` archive) or `--root DIR` (an unpacked file system)."
+)
+
+
+def is_image(root: str) -> bool:
+    """Whether the file system at `root` is a trlstack image, or one being built: its venv, kernel cache or
+    provenance is there."""
+    return any(os.path.exists(os.path.join(root, part)) for part in (PROVENANCE, VENV, KERNELS))
 
 
 WHERE = ("root", "image", "tarball")  # the settings that say where the image is: one at most
@@ -112,6 +128,8 @@ def verify(settings: VerifySettings) -> int:
             root = settings.root or "/"
             if not os.path.isdir(root):
                 raise LookupError(f"--root {root}: no such folder")
+            if settings.root is None and not is_image(root):
+                raise UsageError(NOT_AN_IMAGE)
             tree, where = DirTree(root), root
         if settings.expect_lock_sha256:
             expect[LOCK_LABEL] = settings.expect_lock_sha256

@@ -1,5 +1,6 @@
 """The Kernels Hub cache against its kernels.lock: every locked kernel at its revision, every build variant
-hashing to the lock's value (the `kernels` library's own check), nothing else.
+hashing to the lock's value (the `kernels` library's own check), every ref (refs/vN, by which `kernels` finds
+a version offline) naming the locked revision, nothing else.
 
 The `kernels` library and huggingface_hub are imported only when there is a lock to check: the image's venv
 holds them, the rest of verify needs only the standard library."""
@@ -27,7 +28,7 @@ def check_kernels(root: Path | None, report: Report) -> None:
         if names:
             report.add("kernels", f"/{KERNELS}", f"holds {names} but no kernels.lock")
         else:
-            report.facts.append("kernel cache: empty (built with WITH_KERNEL_CACHE=0)")
+            report.facts.append("kernel cache: empty (the build baked no Hub kernels)")
         return
     for finding in kernel_cache_findings(cache, json.loads(lock_path.read_text())):
         report.findings.append(finding)
@@ -61,6 +62,13 @@ def kernel_cache_findings(cache: Path, lock: list[dict[str, Any]]) -> Iterator[F
                 validate_kernel(repo_path=snapshot, variant=variant, hash=lock_hash)
             except ValueError as error:
                 yield Finding("kernels", f"{subject} {variant}", str(error))
+        refs = folder / "refs"
+        for ref in sorted(refs.iterdir()) if refs.is_dir() else []:
+            named = ref.read_text().strip()
+            if named != entry["sha"]:
+                yield Finding(
+                    "kernels", f"{entry['repo_id']} refs/{ref.name}", f"names {named}, not the locked commit"
+                )
         snapshots = folder / "snapshots"
         for other in sorted(p.name for p in snapshots.iterdir()) if snapshots.is_dir() else []:
             if other != entry["sha"]:

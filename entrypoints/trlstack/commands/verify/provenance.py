@@ -1,13 +1,14 @@
 """The build's own record of the image, /opt/trlstack/provenance: its four files read, and checked against
-each other (the SBOM names this uv.lock, slim manifest and list of left-out packages) and against the
-image's labels when they are known."""
+each other (the SBOM names this uv.lock, slim manifest and list of left-out packages), against the kernel
+cache's kernels.lock (the SBOM names it, or none when the image holds no Hub kernels) and against the image's
+labels when they are known."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from trlstack.commands.verify.hashes import sha256_hex
-from trlstack.commands.verify.layout import LOCK_LABEL, PROVENANCE, SBOM_LABEL
+from trlstack.commands.verify.layout import KERNELS, LOCK_LABEL, PROVENANCE, SBOM_LABEL
 from trlstack.commands.verify.parsers import (
     Sbom,
     SlimChange,
@@ -29,6 +30,7 @@ class Provenance:
     lock_sha256: str
     sbom_sha256: str
     slimmed_sha256: str
+    kernels_lock_sha256: str | None  # the kernel cache's kernels.lock; None: no Hub kernels baked
 
 
 def load_provenance(tree: Tree, report: Report, expect: dict[str, str]) -> Provenance | None:
@@ -51,6 +53,7 @@ def load_provenance(tree: Tree, report: Report, expect: dict[str, str]) -> Prove
         lock_sha256=sha256_hex(files["uv.lock"]),
         sbom_sha256=sha256_hex(files["sbom.cdx.json"]),
         slimmed_sha256=sha256_hex(files["slimmed.tsv"]),
+        kernels_lock_sha256=tree.sha256(f"{KERNELS}/kernels.lock"),
     )
     check_provenance(provenance, report, expect)
     return provenance
@@ -65,6 +68,13 @@ def check_provenance(provenance: Provenance, report: Report, expect: dict[str, s
     ):
         if said.get(key) != [actual]:
             report.add("provenance", what, f"sha256 {actual}, the SBOM says {said.get(key)}")
+    kernels_lock = provenance.kernels_lock_sha256
+    if said.get("trlstack:kernels-lock-sha256") != (None if kernels_lock is None else [kernels_lock]):
+        report.add(
+            "provenance",
+            f"/{KERNELS}/kernels.lock",
+            f"sha256 {kernels_lock or '(no lock)'}, the SBOM says {said.get('trlstack:kernels-lock-sha256')}",
+        )
     listed = sorted(normalize(name) for name in said.get("trlstack:excluded-package", []))
     if listed != sorted(provenance.excluded):
         report.add(

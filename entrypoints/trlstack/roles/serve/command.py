@@ -5,6 +5,11 @@
 
 Dev mode exposes unauthenticated endpoints that overwrite the served weights, so the server binds to loopback
 unless told otherwise, and refuses addresses other machines could reach without --allow-public-bind.
+
+Where the trainer shares the server's GPUs (--share-gpus), the weights come through vLLM's CUDA-IPC engine
+instead (transfer.py: `{"backend": "ipc"}`): the trainer posts CUDA-IPC handles to /update_weights, pickled,
+which vLLM unpickles only with VLLM_ALLOW_INSECURE_SERIALIZATION=1. Unpickling runs whatever a request holds,
+so that server binds loopback only, always: no flag opens it to other addresses.
 """
 
 from __future__ import annotations
@@ -23,28 +28,58 @@ from trlstack.plan.rules import ROLES, Layout, Sizes, attention_heads, check_lay
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.serve.settings import TAKEN, ServeSettings
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
+from trlstack.transfer import BACKEND_CONFIG, IPC, NCCL, check, resolve
 
 ROLE = Role(
     "serve-vllm",
-    "Start TRL's vLLM generation server (dev-mode weight transfer over NCCL) on the visible GPUs. Arguments "
-    "after `--` go to `vllm serve` unchanged.",
+    "Start TRL's vLLM generation server (dev-mode weight transfer over NCCL, or CUDA IPC where the trainer "
+    "shares its GPUs) on the visible GPUs. Arguments after `--` go to `vllm serve` unchanged.",
     prints="the command and its environment",
     chooses="the GPUs the server runs on",
 )
 
-# The flags TRL's guide starts the server with: weight sync over NCCL and the log-probabilities TRL reads.
-TRL_SERVER_FLAGS = (
-    "--weight-transfer-config",
-    '{"backend": "nccl"}',
-    "--logprobs-mode",
-    "processed_logprobs",
-    "--max-logprobs",
-    "-1",
-)
+# The flags TRL's guide starts the server with: the log-probabilities TRL reads, after the weight-transfer
+# engine (server_flags).
+TRL_SERVER_FLAGS = ("--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1")
 
 
-def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolved) -> None:
-    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights."""
+def server_flags(transfer: str) -> list[str]:
+    """vLLM's flags for TRL: the weight-transfer engine (`transfer`: nccl or ipc), then TRL_SERVER_FLAGS."""
+    return ["--weight-transfer-config", BACKEND_CONFIG[transfer], *TRL_SERVER_FLAGS]
+
+
+def check_ipc_bind(host: str, resolve: Callable[[str], list[str]] = resolved) -> None:
+    """Refuse any bind but loopback for the CUDA-IPC server, whatever else is allowed: it unpickles what
+    reaches /update_weights, and a pickle runs code."""
+    try:
+        addresses = host_addresses(host, resolve)
+    except OSError:
+        addresses = []
+    outside = [a for a in addresses if not a.is_loopback]
+    if addresses and not outside:
+        return
+    if not addresses:
+        reached = "does not resolve to a loopback address"
+    elif any(a.is_unspecified for a in outside):
+        reached = "binds every interface"
+    else:
+        reached = f"binds {outside[0]}, which is not loopback"
+    raise UsageError(
+        f"--host {host} {reached}: with --weight-transfer ipc the server unpickles what reaches its "
+        "/update_weights endpoint (vLLM's HTTP transport pickles the CUDA-IPC handles, and unpickling runs "
+        f"code), so it binds loopback only, even with --allow-public-bind; bind {LOOPBACK} (the trainer "
+        "shares this host), or use --weight-transfer nccl."
+    )
+
+
+def check_bind(
+    host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolved, transfer: str = NCCL
+) -> None:
+    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights. With
+    `transfer` ipc, anything but loopback (check_ipc_bind)."""
+    if transfer == IPC:
+        check_ipc_bind(host, resolve)
+        return
     if allow_public:
         return
     try:
@@ -113,7 +148,8 @@ def build_command(
     if not gpus:
         raise UsageError(NO_GPU)
     sizes = parallel_sizes(settings, gpus, heads, where)
-    argv = ["vllm", "serve", settings.model, *TRL_SERVER_FLAGS]
+    transfer = chosen_transfer(settings)
+    argv = ["vllm", "serve", settings.model, *server_flags(transfer)]
     argv += ["--host", settings.host, "--port", str(settings.port)]
     argv += ["--tensor-parallel-size", str(sizes.tensor_parallel_size)]
     argv += ["--data-parallel-size", str(sizes.data_parallel_size)]
@@ -126,16 +162,26 @@ def build_command(
         Env.VLLM_SERVER_DEV_MODE: "1",
         Env.CUDA_DEVICE_ORDER: PCI_BUS_ID,  # as NVML numbers
         **VLLM_ENV,
-        **(nccl_host_id("serve") if settings.share_gpus else {}),
+        # vLLM's HTTP transport pickles the CUDA-IPC handles; this server binds loopback only (check_bind).
+        **({Env.VLLM_ALLOW_INSECURE_SERIALIZATION: "1"} if transfer == IPC else {}),
+        # NCCL's weight group across two roles on one GPU needs two hosts; CUDA IPC has no such group.
+        **(nccl_host_id("serve") if settings.share_gpus and transfer == NCCL else {}),
     }
     return Command(argv=argv + list(settings.extra), env=env)
+
+
+def chosen_transfer(settings: ServeSettings) -> str:
+    """The weight transfer this server takes (transfer.resolve); UsageError for ipc on GPUs not shared."""
+    transfer = resolve(settings.weight_transfer, settings.share_gpus)
+    check(transfer, settings.share_gpus)
+    return transfer
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         environ = os.environ
         settings, args = parse_role(ROLE, ServeSettings, sys.argv[1:] if argv is None else argv, environ)
-        check_bind(settings.host, settings.allow_public_bind)
+        check_bind(settings.host, settings.allow_public_bind, transfer=chosen_transfer(settings))
         check_local_path(settings.model, f"--model ({Env.MODEL})")
         gpus = visible_gpus(environ) if args.gpus is None else [Gpu(index) for index in range(args.gpus)]
         heads = attention_heads(read_config(settings.model, environ))

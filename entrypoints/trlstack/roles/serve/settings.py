@@ -10,6 +10,7 @@ from trlstack.option_types import fraction, one_of, positive_int
 from trlstack.options import setting, switch
 from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION
 from trlstack.ports import http_port_setting
+from trlstack.transfer import weight_transfer_setting
 
 DTYPES = ("auto", "bfloat16", "float16", "half", "float", "float32")
 
@@ -22,31 +23,35 @@ class ServeSettings:
     host: str = setting(Env.VLLM_HOST, "address to bind", LOOPBACK)
     port: int = http_port_setting()
     tensor_parallel_size: int | None = setting(
-        Env.TENSOR_PARALLEL_SIZE, "GPUs per vLLM replica (default 1)", type=positive_int
+        Env.TENSOR_PARALLEL_SIZE, "GPUs per vLLM replica", type=positive_int, shown="1"
     )
     data_parallel_size: int | None = setting(
         Env.DATA_PARALLEL_SIZE,
-        "vLLM replicas (default: visible GPUs / tensor-parallel size)",
+        "vLLM replicas",
         type=positive_int,
+        shown="the visible GPUs / the tensor-parallel size",
     )
     gpu_memory_utilization: float | None = setting(
         Env.GPU_MEMORY_UTILIZATION,
-        f"fraction of each GPU's memory vLLM may take (default {SPLIT_MEMORY_FRACTION}; with --share-gpus "
-        f"{SHARED_MEMORY_FRACTION}, the trainer takes the rest)",
+        "fraction of each GPU's memory vLLM may take (with --share-gpus the trainer takes the rest)",
         type=fraction,
+        shown=f"{SPLIT_MEMORY_FRACTION}; with --share-gpus {SHARED_MEMORY_FRACTION}",
     )
     max_model_len: int | None = setting(
-        Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int
+        Env.MAX_MODEL_LEN, "longest prompt + completion in tokens", type=positive_int, shown="the model's own"
     )
     dtype: str = setting(Env.DTYPE, "weight and activation dtype", "auto", one_of(*DTYPES))
     share_gpus: bool = switch(
         Env.SHARE_GPUS,
-        "the trainer runs on these GPUs too (a plan with SHARE_GPUS=1): name this role a host of its own "
-        "to NCCL, which refuses two ranks on one GPU of one host; the weight push then goes over sockets",
+        "the trainer runs on these GPUs too (a plan with SHARE_GPUS=1): the weights come through CUDA IPC "
+        "(--weight-transfer auto), or over NCCL, this role then naming itself a host of its own to NCCL, "
+        "which refuses two ranks on one GPU of one host, so the push goes over sockets",
     )
+    weight_transfer: str = weight_transfer_setting()
     allow_public_bind: bool = switch(
         Env.ALLOW_PUBLIC_BIND,
-        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated)",
+        "allow binding 0.0.0.0 or a public address (the dev-mode endpoints are unauthenticated; never "
+        "with --weight-transfer ipc, whose server unpickles what it is sent)",
     )
     extra: list[str] = field(default_factory=list)  # after `--`: passed to `vllm serve` unchanged
 

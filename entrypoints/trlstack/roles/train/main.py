@@ -10,18 +10,19 @@ from typing import Any
 
 from trlstack import models, policy
 from trlstack.command import require_program
-from trlstack.errors import run_main
+from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.preflight import check_served_model, say
-from trlstack.run import outputs
+from trlstack.run import outputs, space
 from trlstack.run.checkpoints import newest_checkpoint
 from trlstack.run.checks import check_overlap, resolve_recipe
 from trlstack.run.launch import Launch, build_launch, render
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
+from trlstack.run.weight_transfer import check_server, chosen
 
 ROLE = Role(
     "train",
@@ -48,6 +49,19 @@ def smoke_steps(launch: Launch) -> str:
         if word.startswith("--max_steps="):
             return word.split("=", 1)[1]
     return str(launch.config["max_steps"])
+
+
+def write_files(files: list[tuple[Path, str]]) -> None:
+    """Write the merged configs into the output folder; UsageError naming the fix where they cannot be."""
+    for path, text in files:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, text)
+        except OSError as error:
+            raise UsageError(
+                f"cannot write {path}: {error.strerror}; free space there or choose another --output-dir."
+            ) from None
+        say(f"wrote {path}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -81,10 +95,7 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     if aside is not None:
         outputs.move_aside(output_dir, aside)
         say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
-    launch.config_path.parent.mkdir(parents=True, exist_ok=True)
-    for path, text in files:
-        write_atomically(path, text)
-        say(f"wrote {path}")
+    write_files(files)
     return stopping.run(launch.command, environ)
 
 
@@ -132,6 +143,11 @@ def decide(
         incomplete, launch = [], launch_from(None)
     for path in incomplete:
         say(f"{path} is incomplete (cut short while saving); left in place, not resumed from")
+    if not preview:  # the disk this machine writes, not a preview's
+        need, how = space.checkpoint_bytes(launch.config, model_config)
+        warning = space.room_for_checkpoint(output_dir, space.free_space(output_dir), need, how)
+        if warning:
+            say(warning)
     if settings.cpu:
         print(BANNER.format(steps=smoke_steps(launch)), file=sys.stderr, flush=True)
     for note in launch.notes:
@@ -144,7 +160,9 @@ def wait_for_server(settings: TrainSettings, trained: str, environ: Mapping[str,
     from trlstack.roles.train import health
 
     health.wait_for_health(settings.server_url, settings.health_timeout)
-    served = health.served_model(health.check_weight_transfer(settings.server_url))
+    vllm_config = health.check_weight_transfer(settings.server_url)
+    check_server(vllm_config, chosen(settings), settings.server_url)
+    served = health.served_model(vllm_config)
     say(f"the vLLM server at {settings.server_url} is healthy and has a weight-transfer engine")
     if served:
         check_served_model(settings, served, trained, environ)

@@ -33,6 +33,8 @@ from types import FrameType
 
 from trlstack.command import Command
 from trlstack.defaults import Env
+from trlstack.errors import EXIT_USER_ERROR
+from trlstack.roles.train import reports
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # What torch elastic's agent still handles itself (forward, then SIGKILL after 30 s): not the stop signals.
@@ -162,8 +164,19 @@ def ignore_stop_signals() -> None:
 
 
 def run(command: Command, environ: Mapping[str, str]) -> int:
-    """Run `command` (accelerate launch) as a child until it ends; a stop signal becomes a checkpoint.
-    Returns the exit code train should end with."""
+    """Run `command` (accelerate launch) as a child until it ends; a stop signal becomes a checkpoint, and a
+    rank that ended the run early says why through train (roles/train/reports.py: exit 1). Returns the exit
+    code train should end with."""
+    with reports.report_folder() as (variables, folder):
+        code = supervise(command, {**environ, **variables})
+        told = reports.explain(folder)
+    for line in told or ():
+        say(line)
+    return EXIT_USER_ERROR if told else code
+
+
+def supervise(command: Command, environ: Mapping[str, str]) -> int:
+    """Run `command` as a child until it ends, turning a stop signal into a checkpoint; its exit code."""
     env = {**environ, **command.env, Env.PET_SIGNALS_TO_HANDLE: AGENT_SIGNALS}
     # A signal while the launcher starts is kept for it, not lost: train ignored the stop signals itself
     # while it spawned (so the launcher would inherit them ignored), and a SIGTERM in that moment, e.g. a

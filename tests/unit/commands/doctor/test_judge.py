@@ -83,9 +83,10 @@ def test_one_gpu_is_colocate_by_default_with_the_measured_reason_and_the_server_
     assert findings[-1].topic == "plan" and findings[-1].level == "ok"
     assert findings[-1].message.startswith(
         "1 GPU: by default the trainer runs vLLM inside it on GPU 0, no server; colocate, vLLM inside the "
-        "trainer: measured faster on one GPU than a shared-GPU server: a GRPO step of 1.10 s against 1.58 s"
+        "trainer: measured faster on one GPU at 0.5B (the default model's size): a GRPO step of 1.10 s "
+        "against 1.58 s for a shared-GPU server over NCCL sockets"
     )
-    assert '(README.md, "One GPU"); --share-gpus chooses the server' in findings[-1].message
+    assert '(one H200; README.md, "One GPU"); --share-gpus chooses the server' in findings[-1].message
     assert findings[-1].fix is None
 
 

@@ -13,7 +13,8 @@ from trlstack.cli import main
 from .harness import SIF, flat, make_stubs, script
 
 
-def test_dry_run_prints_the_script_and_writes_nothing(tmp_path, capsys):
+def test_dry_run_prints_the_script_and_writes_nothing(shared_tmp, capsys):
+    tmp_path = shared_tmp  # under /tmp, which a dry run refuses as writing does
     out = tmp_path / "runs"
     argv = ["slurm", "grpo", "--nodes", "4", "--gpus-per-node", "8", "--image", SIF, "--output-dir", str(out)]
     assert main([*argv, "--dry-run", "--", "--max_steps", "5"]) == 0
@@ -22,7 +23,8 @@ def test_dry_run_prints_the_script_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
 
 
-def test_the_model_defaults_to_the_config_one_for_both_roles(tmp_path, capsys):
+def test_the_model_defaults_to_the_config_one_for_both_roles(shared_tmp, capsys):
+    tmp_path = shared_tmp  # under /tmp, which a dry run refuses as writing does
     config = tmp_path / "mine.yaml"
     config.write_text("model_name_or_path: org/other\ndataset_name: d\nreward_funcs: [accuracy_reward]\n")
     argv = ["slurm", "grpo", "--nodes", "2", "--gpus-per-node", "4", "--image", SIF, "--config", str(config)]
@@ -32,7 +34,8 @@ def test_the_model_defaults_to_the_config_one_for_both_roles(tmp_path, capsys):
     assert f"train grpo --config {config} --model org/other" in text
 
 
-def test_the_roles_settings_are_taken_as_the_roles_declare_them(tmp_path, capsys, monkeypatch):
+def test_the_roles_settings_are_taken_as_the_roles_declare_them(shared_tmp, capsys, monkeypatch):
+    tmp_path = shared_tmp  # under /tmp, which a dry run refuses as writing does
     # serve-vllm's and train's flags and variables, and the ports as `trlstack plan` and `train` take them.
     monkeypatch.setenv("TRLSTACK_VLLM_PORT", "8100")
     monkeypatch.setenv("TRLSTACK_MAIN_PROCESS_PORT", "29600")
@@ -97,6 +100,66 @@ def test_another_run_in_the_run_folder_is_refused_before_submitting(submit_host,
     assert not (tmp_path / "sbatch.jsonl").exists()
 
 
+@pytest.mark.parametrize("choice", [[], ["--fresh"]])
+def test_a_dry_run_refuses_another_run_as_writing_does_and_moves_nothing(submit_host, capsys, choice):
+    tmp_path, argv = submit_host
+    previous_run(tmp_path / "runs" / "grpo", "org/old")
+    argv += ["--config", str(tmp_path / "mine.yaml"), "--output-dir", str(tmp_path / "runs"), "--dry-run"]
+    assert main([*argv, *choice]) == (0 if choice else 1)
+    captured = capsys.readouterr()
+    if choice:
+        assert captured.out.startswith("#!/bin/bash") and "stays where it is" in captured.err
+    else:
+        assert "holds another run than this one" in captured.err and not captured.out
+    assert (tmp_path / "runs" / "grpo" / "checkpoint-3").is_dir()  # nothing moved
+    assert sorted(path.name for path in (tmp_path / "runs").iterdir()) == ["grpo"]
+
+
+def test_shared_storage_without_room_for_one_checkpoint_is_refused_before_queueing(
+    submit_host, capsys, monkeypatch
+):
+    from trlstack.run import space
+
+    tmp_path, argv = submit_host
+    model = tmp_path / "tiny"
+    model.mkdir()
+    tiny = {"model_type": "qwen2", "vocab_size": 490, "hidden_size": 128, "intermediate_size": 256}
+    tiny |= {"num_hidden_layers": 2, "num_attention_heads": 2, "num_key_value_heads": 1}
+    (model / "config.json").write_text(json.dumps({**tiny, "tie_word_embeddings": True}))
+    monkeypatch.setattr(space, "free_space", lambda folder: 3_100_000)  # the disk is the boundary here
+    argv += ["--model", str(model), "--output-dir", str(tmp_path / "runs"), "--submit"]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert (
+        f"{tmp_path}/runs/grpo has 3.1 MB free, and one checkpoint of this run takes at least 4.3 MB" in err
+    )
+    assert "choose another --output-dir on a disk with room" in err
+    assert not (tmp_path / "sbatch.jsonl").exists() and not (tmp_path / "runs").exists()
+    # A model this host has not cached: said, and queued (each trainer checks again before it starts).
+    argv[argv.index("--model") + 1] = "org/not-cached-here"
+    assert main(argv) == 0
+    assert "cannot tell how much room a checkpoint needs" in capsys.readouterr().err
+
+
+DRY_REFUSED = [
+    (["--output-dir", "/tmp/runs"], "--output-dir /tmp/runs is not shared between nodes (/tmp is local"),
+    (["--output-dir", "/dev/shm/r"], "/dev/shm is local to each node"),
+    (["--cache-dir", "/run/cache"], "--cache-dir /run/cache is not shared between nodes"),
+    (["-o", "."], "--output . is a directory; name a file such as"),
+]
+
+
+@pytest.mark.parametrize(("argv", "message"), DRY_REFUSED, ids=[message[:30] for _, message in DRY_REFUSED])
+@pytest.mark.parametrize("mode", ["--dry-run", "--submit"])
+def test_a_dry_run_refuses_the_folders_that_writing_refuses(submit_host, capsys, argv, message, mode):
+    tmp_path, base = submit_host
+    argv = [*base, "--output-dir", str(tmp_path / "runs"), *argv, mode]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert message in captured.err and not captured.out
+    assert not (tmp_path / "sbatch.jsonl").exists()
+
+
 def test_fresh_moves_the_other_run_aside_once_on_the_submit_host(submit_host, capsys):
     tmp_path, argv = submit_host
     previous_run(tmp_path / "runs" / "grpo", "org/old")
@@ -156,6 +219,17 @@ BAD = [
     (["--nodes", "2", "--gpus-per-node", "8", "--port", "29500"], "--port and --main-process-port are both"),
     (["--nodes", "2", "--gpus-per-node", "8", "--network-interface", "eth0;rm"], "is not an interface name"),
     (["--nodes", "2", "--gpus-per-node", "8", "--stop-grace", "5"], "at least 30 s to write a checkpoint"),
+    # What sbatch itself would refuse at submit, refused before anything is written, naming the forms.
+    (
+        ["--nodes", "2", "--gpus-per-node", "8", "--time", "25h"],
+        "argument --time: '25h' is not a Slurm time limit; give minutes (90), MM:SS, HH:MM:SS (24:00:00), "
+        "D-HH, D-HH:MM, D-HH:MM:SS (1-12:00:00) or UNLIMITED",
+    ),
+    (["--nodes", "2", "--gpus-per-node", "8", "--time", "4"], "--time 4 is 240 s, no more than --stop-grace"),
+    (["--nodes", "2", "--gpus-per-node", "8", "--partition", "gpu debug"], "is not a Slurm partition"),
+    (["--nodes", "2", "--gpus-per-node", "8", "--account", "a,b"], "'a,b' is not a Slurm account"),
+    (["--nodes", "2", "--gpus-per-node", "8", "--job-name", "../x"], "'../x' is not a Slurm job name; give"),
+    (["--nodes", "2", "--gpus-per-node", "8", "--job-name", "r%j"], "'r%j' is not a Slurm job name"),
     (["--nodes", "2", "--gpus-per-node", "8", "--", "--output_dir", "/x"], "--output_dir after `--`"),
     (["--nodes", "2", "--gpus-per-node", "8", "--", "--machine_rank", "1"], "no option --machine_rank"),
     # The guards of train and serve-vllm by meaning, before anything is queued: any spelling TRL's and

@@ -39,7 +39,8 @@ def test_unset_each_node_takes_trains_defaults():
     assert "--ranks-per-gpu" not in text and "--weight-push-timeout" not in text
 
 
-def test_slurm_reads_the_flags_and_the_variables_as_train_does(tmp_path, capsys, monkeypatch):
+def test_slurm_reads_the_flags_and_the_variables_as_train_does(shared_tmp, capsys, monkeypatch):
+    tmp_path = shared_tmp  # under /tmp, which a dry run refuses as writing does
     from trlstack.cli import main
 
     argv = ["slurm", "grpo", "--nodes", "2", "--gpus-per-node", "8", "--image", "/x.sif"]

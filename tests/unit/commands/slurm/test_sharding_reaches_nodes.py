@@ -22,7 +22,8 @@ def test_auto_is_left_to_each_node():
     assert "--sharding" not in flat(render(check(settings())))
 
 
-def test_slurm_reads_the_flag_and_the_variable_as_train_does(tmp_path, capsys, monkeypatch):
+def test_slurm_reads_the_flag_and_the_variable_as_train_does(shared_tmp, capsys, monkeypatch):
+    tmp_path = shared_tmp  # under /tmp, which a dry run refuses as writing does
     from trlstack.cli import main
 
     argv = ["slurm", "grpo", "--nodes", "2", "--gpus-per-node", "8", "--image", "/x.sif"]

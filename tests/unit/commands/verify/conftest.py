@@ -97,6 +97,7 @@ def image(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             excluded=provenance / "excluded-packages.txt",
             slimmed=provenance / "slimmed.tsv",
             lock=provenance / "uv.lock",
+            kernel_cache=root / "opt/trlstack/kernels",
         )
     )
     assert errors == []

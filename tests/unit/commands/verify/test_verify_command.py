@@ -93,3 +93,22 @@ def test_an_image_that_is_not_there_is_named(
     clean_env.setattr(subprocess, "run", docker)
     assert trlstack_main(["verify", "--image", "nowhere:1"]) == 1
     assert "no local image 'nowhere:1' (No such image: nowhere:1); build it or" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(Path("/opt/trlstack").exists(), reason="this machine is a trlstack image")
+def test_on_a_host_verify_says_what_it_checks_and_how_to_run_it_there(
+    clean_env: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert trlstack_main(["verify"]) == 1
+    captured = capsys.readouterr()
+    assert "this machine is not a trlstack image (it has no /opt/trlstack)" in captured.err
+    assert "`docker run --rm IMAGE trlstack verify`" in captured.err and "--image IMAGE" in captured.err
+    assert "differences" not in captured.err and not captured.out  # nothing checked, nothing reported
+
+
+def test_an_image_is_told_by_its_venv_kernel_cache_or_provenance(tmp_path: Path, image: Path) -> None:
+    from trlstack.commands.verify.command import is_image
+
+    assert is_image(str(image)) and not is_image(str(tmp_path))
+    (tmp_path / "opt" / "trlstack" / "kernels").mkdir(parents=True)  # the build's kernels stage
+    assert is_image(str(tmp_path))

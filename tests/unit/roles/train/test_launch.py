@@ -34,6 +34,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
 
@@ -56,6 +57,7 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert "resume_from_checkpoint" not in config
 
@@ -156,6 +158,7 @@ def test_gpu_machines_meet_at_the_rank_0_machine():
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert "machine rank 2 of 3, meeting at 10.0.0.2:29500" in launch.notes
 
@@ -250,15 +253,21 @@ def test_resume_from_the_newest_checkpoint_unless_the_user_chose_one():
 
 def test_sharing_the_gpus_with_the_server_names_this_role_a_host_of_its_own_to_nccl():
     plan = make_plan(gpus(1))
-    launch = build_launch(TrainSettings(recipe="grpo", share_gpus=True), GRPO, "grpo.yaml", plan.train)
+    nccl = TrainSettings(recipe="grpo", share_gpus=True, weight_transfer="nccl")
+    launch = build_launch(nccl, GRPO, "grpo.yaml", plan.train)
     assert launch.command.env["NCCL_HOSTID"].endswith("-trlstack-train")
     assert any(note.startswith("sharing the GPUs with the server: NCCL_HOSTID=") for note in launch.notes)
     alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
     assert "NCCL_HOSTID" not in alone.command.env
+    # CUDA IPC, the default where the GPUs are shared, moves no weights over NCCL: no host of its own
+    ipc = build_launch(TrainSettings(recipe="grpo", share_gpus=True), GRPO, "grpo.yaml", plan.train)
+    assert ipc.command.env["TRLSTACK_WEIGHT_TRANSFER"] == "ipc" and "NCCL_HOSTID" not in ipc.command.env
 
 
 def test_ranks_per_gpu_runs_that_many_ranks_on_each_gpu_and_tells_the_runner():
-    settings = TrainSettings(recipe="grpo", ranks_per_gpu=2, sharding="fsdp2", share_gpus=True)
+    settings = TrainSettings(
+        recipe="grpo", ranks_per_gpu=2, sharding="fsdp2", share_gpus=True, weight_transfer="nccl"
+    )
     launch = build_launch(settings, GRPO, "grpo.yaml", gpus(1))
     assert launch.processes == 2
     assert launch.accelerate_config is not None and launch.accelerate_config["num_processes"] == 2

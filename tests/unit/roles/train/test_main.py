@@ -4,6 +4,7 @@ that starts nothing (no exec, no file written)."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shlex
 import sys
@@ -65,6 +66,74 @@ def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
     assert not (run_dir / "outputs").exists()
 
 
+TINY_MODEL = {  # trlstack tiny's: 358,784 parameters, 4.3 MB of float32 weights and AdamW moments
+    "model_type": "qwen2",
+    "vocab_size": 490,
+    "hidden_size": 128,
+    "intermediate_size": 256,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "tie_word_embeddings": True,
+}
+
+
+def tiny_model(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(TINY_MODEL))
+    return folder
+
+
+def test_an_output_folder_without_room_for_one_checkpoint_is_refused_before_anything_starts(
+    run_dir, installed, no_exec, capsys, monkeypatch
+):
+    from trlstack.run import space
+
+    monkeypatch.setattr(space, "free_space", lambda folder: 3_100_000)  # the disk is the boundary here
+    installed("accelerate")
+    model = tiny_model(run_dir / "tiny")
+    assert train.main(["grpo", "--cpu", "--model", str(model), "--dataset", "d"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "train: error: outputs/grpo has 3.1 MB free, and one checkpoint of this run takes at least 4.3 MB"
+        in err
+    )
+    assert "choose another --output-dir (TRLSTACK_OUTPUT_DIR)" in err
+    assert not (run_dir / "outputs").exists()
+
+
+def test_where_a_checkpoints_size_is_unknown_train_says_so_and_starts(run_dir, installed, exec_calls, capsys):
+    installed("accelerate")
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", "org/not-here", "--dataset", "d"])
+    err = capsys.readouterr().err
+    assert (
+        "train: cannot tell how much room a checkpoint needs (the model's config.json is not readable" in err
+    )
+    with pytest.raises(exec_calls.Execd):
+        train.main(["grpo", "--cpu", "--model", str(tiny_model(run_dir / "tiny")), "--dataset", "d"])
+    assert "how much room" not in capsys.readouterr().err  # counted, and the disk has room
+
+
+def test_a_merged_config_the_disk_cannot_take_is_a_message_not_a_traceback(
+    run_dir, installed, no_exec, capsys, monkeypatch
+):
+    import errno
+
+    def full(path, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    # the package's `main` is the function; its module, where the write happens:
+    monkeypatch.setattr(sys.modules["trlstack.roles.train.main"], "write_atomically", full)
+    installed("accelerate")
+    assert train.main(["grpo", "--cpu", "--model", "org/not-here", "--dataset", "d"]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "train: error: cannot write outputs/grpo/trlstack-grpo.yaml: No space left on device; free space"
+        in err
+    )
+
+
 def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, installed, exec_calls, capsys):
     output = run_dir / "outputs/grpo"
     for step in (2, 10):
@@ -103,8 +172,8 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
         "CUDA_DEVICE_ORDER=PCI_BUS_ID TRLSTACK_RANKS_PER_GPU=1 TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
-        f"VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 --multi_gpu "
-        "--num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
+        f"TRLSTACK_WEIGHT_TRANSFER=nccl VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 "
+        "--multi_gpu --num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
         "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
     )
     assert "train: precision fp16 (compute capability unknown: fp16, which every GPU" in captured.err
@@ -117,9 +186,9 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
 UNREACHABLE = "did not become healthy within 1 s"
 
 BAD_INPUT = [
-    (["pretrain"], {}, "unknown recipe 'pretrain'; choose one of grpo, rloo, online-dpo"),
+    (["pretrain"], {}, "argument recipe: 'pretrain' is not one of grpo, rloo, online-dpo, async-grpo"),
     ([], {}, "name a recipe: train RECIPE, one of grpo, rloo, online-dpo"),
-    ([], {"TRLSTACK_RECIPE": "ppo"}, "unknown recipe 'ppo'"),
+    ([], {"TRLSTACK_RECIPE": "ppo"}, "TRLSTACK_RECIPE='ppo' is not valid for RECIPE: 'ppo' is not one of"),
     (["grpo", "--config", "absent.yaml"], {}, "config file absent.yaml does not exist"),
     (["grpo", "--config", "broken.yaml"], {}, "is not valid YAML at line 3, column 1: expected ',' or ']'"),
     (["grpo", "--config", "list.yaml"], {}, "must be a YAML mapping of TRL config keys"),
@@ -346,7 +415,11 @@ def test_bad_input_exits_1_with_the_fix_and_starts_nothing(
 def test_a_python_without_accelerate_is_named_before_anything_starts(run_dir, clean_env, capsys, no_exec):
     assert train.main(["grpo", "--cpu"]) == 1
     err = capsys.readouterr().err
-    assert f"train: error: `accelerate` is not installed for {sys.executable}. Install the GPU stack" in err
+    assert (
+        f"train: error: `accelerate` is not installed for {sys.executable}: run it in the trlstack image"
+        in err
+    )
+    assert "`uv sync --extra gpu`" in err
     assert not list(run_dir.glob("outputs/**/trlstack-*.yaml"))
 
 
@@ -376,5 +449,8 @@ def test_gpus_shared_on_purpose_with_the_server_are_not_refused(run_dir, clean_e
     assert train.main(["grpo", "--print-command"]) == 1
     assert "or share the GPUs on purpose with --share-gpus" in capsys.readouterr().err
     clean_env.setenv("TRLSTACK_SHARE_GPUS", "1")
+    assert train.main(["grpo", "--print-command"]) == 0
+    assert "TRLSTACK_WEIGHT_TRANSFER=ipc" in capsys.readouterr().out  # CUDA IPC where the GPUs are shared
+    clean_env.setenv("TRLSTACK_WEIGHT_TRANSFER", "nccl")
     assert train.main(["grpo", "--print-command"]) == 0
     assert "NCCL_HOSTID=" in capsys.readouterr().out

@@ -22,7 +22,7 @@ def test_the_plan_and_train_decide_one_gpu_by_one_rule():
         plan = make_plan(gpus(count))
         # on the machine the plan makes colocate, a run that sees its GPUs and names no server is colocate
         chosen, _ = choose_mode(TrainSettings(recipe="grpo"), GRPO, count)
-        assert plan.colocate == one_gpu_colocate(count, False) == (chosen.vllm_mode == "colocate")
+        assert plan.colocate == one_gpu_colocate(count, False)[0] == (chosen.vllm_mode == "colocate")
 
 
 @pytest.mark.parametrize(
