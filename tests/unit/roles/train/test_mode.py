@@ -5,6 +5,7 @@ started."""
 from __future__ import annotations
 
 import pytest
+from trlstack.errors import UsageError
 from trlstack.plan import make_plan, one_gpu_colocate
 from trlstack.recipes import RECIPES
 from trlstack.roles import train
@@ -64,3 +65,22 @@ def test_one_visible_gpu_and_no_server_named_trains_at_once_without_waiting(
         train.main(["grpo", "--health-timeout", "1"])
     assert exec_calls[0][1][:5] == [*LAUNCHER, "--num_processes", "1"]
     assert "vLLM mode colocate: one GPU and no server named" in capsys.readouterr().err
+
+
+def test_where_the_one_gpu_rule_wants_a_server_train_refuses_naming_both_ways(monkeypatch):
+    # a model size at which a server beside the trainer is measured faster: the plan plans it, and a run that
+    # names none is refused at once, naming how to start one and how to stay colocate
+    import trlstack.plan
+
+    monkeypatch.setattr(trlstack.plan, "one_gpu_choice", lambda parameters: (True, "measured faster"))
+    assert make_plan(gpus(1)).share_gpus
+    with pytest.raises(UsageError) as error:
+        choose_mode(TrainSettings(recipe="grpo"), GRPO, 1)
+    message = str(error.value)
+    assert "grpo runs best beside one (measured faster), and on this one GPU none is named" in message
+    assert "`serve-vllm --share-gpus` then `train grpo --share-gpus --vllm-url" in message
+    assert message.endswith("or --vllm-mode colocate for vLLM inside the trainer.")
+    assert (
+        choose_mode(TrainSettings(recipe="grpo", vllm_url="http://127.0.0.1:8000"), GRPO, 1)[0].mode
+        == "server"
+    )
