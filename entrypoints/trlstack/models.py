@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trlstack.caches import hf_hub_cache
+from trlstack.errors import UsageError
 
 # config.json keys that decide the parameters' names and shapes (top level, and in text_config).
 SHAPE_KEYS = (
@@ -46,6 +47,22 @@ def hub_id(reference: str) -> str | None:
     if _HUB_ID.match(reference) and not os.path.isdir(reference):
         return reference
     return None
+
+
+def is_local_path(reference: str) -> bool:
+    """Whether a model or dataset reference names a path on this machine rather than a Hub id (NAME or
+    ORG/NAME): it starts with /, ~ or ., or holds more than one slash."""
+    return reference.startswith(("/", "~", ".")) or reference.count("/") > 1
+
+
+def check_local_path(reference: str, name: str) -> None:
+    """UsageError where `reference` (given as `name`, the setting as the user wrote it) is a local path
+    that does not exist here: every role refuses it before anything starts, previews included."""
+    if is_local_path(reference) and not os.path.exists(os.path.expanduser(reference)):
+        raise UsageError(
+            f"{name} {reference}: no such file or folder on this machine (in a container: as the container "
+            "sees it); give a path that exists here, or a Hub id (ORG/NAME)."
+        )
 
 
 def read_config(reference: str, environ: Mapping[str, str]) -> dict[str, Any] | None:

@@ -18,8 +18,8 @@ def http_port_setting() -> Any:
 
 
 def group_port_setting(group: str | None = None) -> Any:
-    """The NCCL weight-transfer port (train --vllm-group-port, plan and doctor --group-port), in train's
-    --help `group`."""
+    """The NCCL weight-transfer port (--group-port of train, plan, doctor and slurm), in train's --help
+    `group`."""
     help = "port of the NCCL group that moves weights from the trainer to vLLM"
     return setting(Env.VLLM_GROUP_PORT, help, DEFAULT_GROUP_PORT, port_number, group=group)
 

@@ -15,6 +15,8 @@ import pytest
 from stacks import CACHES, GPU_COUNTS, METHODS, REPO, SECRET, VARIANTS, Compose, clean_environ, read_env
 from trlstack.defaults import IMAGE
 from trlstack.errors import UsageError
+from trlstack.plan import ROLE_VARIABLES
+from trlstack.plan.env_check import check_env
 from trlstack.roles.serve.command import check_bind
 
 pytestmark = pytest.mark.docker
@@ -179,18 +181,34 @@ def test_split_plans_share_nothing_and_give_vllm_its_usual_memory(render, plan_e
     assert server["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.9"
 
 
-def test_your_memory_fraction_wins_over_the_plans(docker_engine, plan_env):
-    compose = Compose(env_file=plan_env(2), settings={"TRLSTACK_GPU_MEMORY_UTILIZATION": "0.45"})
-    assert (
-        compose.config("grpo")["services"]["vllm"]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.45"
-    )
+def test_the_plans_memory_share_reaches_both_roles_under_one_name(docker_engine, shared_gpu_env, tmp_path):
+    # The trainer weighs its memory in what the server leaves it: both get the plan's GPU_MEMORY_UTILIZATION.
+    services = Compose(env_file=shared_gpu_env).config("grpo")["services"]
+    shares = {
+        name: services[name]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] for name in ("vllm", "grpo")
+    }
+    assert shares == {"vllm": "0.3", "grpo": "0.3"}
+    # The role's own name for it in .env no longer wins unseen: it reaches the plan check, which refuses it.
+    env_file = tmp_path / ".env"
+    env_file.write_text(shared_gpu_env.read_text() + "TRLSTACK_GPU_MEMORY_UTILIZATION=0.45\n")
+    services = Compose(env_file=env_file).config("grpo")["services"]
+    assert services["vllm"]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.3"
+    assert services["plan-check"]["environment"]["TRLSTACK_GPU_MEMORY_UTILIZATION"] == "0.45"
+    with pytest.raises(UsageError, match="is the role's name for GPU_MEMORY_UTILIZATION"):
+        check_env({key: value for key, value in services["plan-check"]["environment"].items() if value})
 
 
 @pytest.mark.parametrize(("variant", "gpus"), list(itertools.product(VARIANTS, GPU_COUNTS)))
 def test_the_plan_check_reads_the_plan_as_written_with_nothing_else(render, plan_env, variant, gpus):
     check = render(variant, gpus, "grpo")["services"]["plan-check"]
     assert check["command"] == ["trlstack", "plan", "--check"]
-    assert check["environment"] == read_env(plan_env(gpus))  # the .env keys under their own names
+    written = {key: value for key, value in check["environment"].items() if value is not None}
+    assert written == read_env(plan_env(gpus))  # the .env keys under their own names
+    # and, where set, the roles' names for them (refused) and the trainer's ranks on each GPU
+    assert {key for key, value in check["environment"].items() if value is None} == {
+        *ROLE_VARIABLES.values(),
+        "TRLSTACK_RANKS_PER_GPU",
+    }
     assert check["network_mode"] == "none" and check["restart"] == "no"
     assert "deploy" not in check and "volumes" not in check  # no GPU, no cache, no outputs: it only reads
 

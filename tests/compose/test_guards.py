@@ -10,6 +10,11 @@ from stacks import COMPOSE_FILE, SMOKE_FILE
 
 pytestmark = pytest.mark.docker
 
+HUB_ASSETS = {
+    "TRLSTACK_MODEL": "Qwen/Qwen2.5-0.5B-Instruct",
+    "TRLSTACK_DATASET": "trl-lib/DeepMath-103K",
+    "TRLSTACK_REWARD_MODEL": "",
+}
 CASES = [
     # (service, variables, command, message)
     (
@@ -24,8 +29,15 @@ CASES = [
     ("grpo", {}, ["train", "grpo", "--", "--output-dir=/tmp"], "would override train's setting"),
     (
         "grpo",
-        {"TRLSTACK_CPU": "0", "VLLM_HOST_IP": "127.0.0.1", "TRLSTACK_VLLM_URL": "http://10.9.8.7:8000"},
-        [],
+        {
+            "TRLSTACK_CPU": "0",
+            "VLLM_HOST_IP": "127.0.0.1",
+            "TRLSTACK_VLLM_URL": "http://10.9.8.7:8000",
+            # Hub ids in place of the smoke's tiny assets, which --no-deps never makes: a path that does not
+            # exist would be refused first
+            **HUB_ASSETS,
+        },
+        ["train", "grpo", "--gpus", "1", "--print-command"],  # a GPU to train on: the address is what fails
         "this machine's loopback, but the vLLM server at http://10.9.8.7:8000 is on 10.9.8.7",
     ),
     (

@@ -19,6 +19,18 @@ BAD_LINES = [
     ("TRAIN_GPUS=1,2", "GPU 1 is in both SERVE_GPUS=0,1 and TRAIN_GPUS=1,2"),
     ("NUM_PROCESSES=-1", "NUM_PROCESSES='-1' in .env is not a positive whole number"),
     ("SHARE_GPUS=maybe", "SHARE_GPUS='maybe' in .env is not 1 or 0"),
+    # vLLM given 2 GPUs and a layout that uses 1 of them
+    (
+        "DATA_PARALLEL_SIZE=1",
+        "TENSOR_PARALLEL_SIZE=1 x DATA_PARALLEL_SIZE=1 uses 1 of the 2 GPUs SERVE_GPUS=0,1",
+    ),
+    # a plan key under the role's name, which compose would pass on to no one, or let win unseen
+    (
+        "TRLSTACK_GPU_MEMORY_UTILIZATION=0.5",
+        "TRLSTACK_GPU_MEMORY_UTILIZATION=0.5 in .env (or compose's environment) is the role's name for "
+        "GPU_MEMORY_UTILIZATION",
+    ),
+    ("TRLSTACK_VLLM_PORT=9000", "TRLSTACK_VLLM_PORT=9000 in .env (or compose's environment) is the role's"),
 ]
 
 

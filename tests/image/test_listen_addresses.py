@@ -65,7 +65,7 @@ cat /tmp/trainer.log
 
 def test_the_weight_transfer_rendezvous_listens_only_on_vllm_host_ip(trlstack_image):
     port = free_port()
-    argv = train_command(trlstack_image, "grpo", "--gpus", "2", "--vllm-group-port", str(port))
+    argv = train_command(trlstack_image, "grpo", "--gpus", "2", "--group-port", str(port))
     env = dict(word.split("=", 1) for word in argv[: launcher_at(argv)])
     assert env["VLLM_HOST_IP"] == "127.0.0.1"  # a server on this machine, as in the shared layout
     done = subprocess.run(
@@ -112,7 +112,7 @@ def test_a_multi_process_trainer_also_listens_on_every_interface_for_its_own_ren
 # server and listens there; the server's side dials that address and the two meet.
 TRAINER = """
 set -e
-line=$(train grpo --gpus 1 --print-command --vllm-url http://{server}:8000 --vllm-group-port {port} | head -1)
+line=$(train grpo --gpus 1 --print-command --vllm-url http://{server}:8000 --group-port {port} | head -1)
 export $(echo "$line" | tr ' ' '\\n' | grep '^VLLM_HOST_IP=')
 echo "{{\\"derived\\": \\"$VLLM_HOST_IP\\", \\"own\\": \\"$(hostname -i)\\"}}"
 exec python /tests/image/listen/rendezvous.py trainer {port}

@@ -24,7 +24,7 @@ NUMERIC = [
     ("serve-vllm", serve.main, ["--print-command"], "--gpus", None),
     ("train", train.main, ["grpo", "--gpus", "2", "--print-command"], "--health-timeout", None),
     ("train", train.main, ["grpo", "--gpus", "2", "--print-command"], "--num-processes", None),
-    ("train", train.main, ["grpo", "--gpus", "2", "--print-command"], "--vllm-group-port", None),
+    ("train", train.main, ["grpo", "--gpus", "2", "--print-command"], "--group-port", None),
     ("train", train.main, ["grpo", "--print-command"], "--gpus", None),
     ("trlstack", cli.main, ["plan"], "--gpus", None),
     ("trlstack", cli.main, ["plan", "--gpus", "4"], "--serve", None),
@@ -38,7 +38,7 @@ VARIABLES = {
     "--tensor-parallel-size": "TRLSTACK_TENSOR_PARALLEL_SIZE",
     "--health-timeout": "TRLSTACK_HEALTH_TIMEOUT",
 }
-VARIABLES |= {"--num-processes": "TRLSTACK_NUM_PROCESSES", "--vllm-group-port": "TRLSTACK_VLLM_GROUP_PORT"}
+VARIABLES |= {"--num-processes": "TRLSTACK_NUM_PROCESSES", "--group-port": "TRLSTACK_VLLM_GROUP_PORT"}
 VARIABLES |= {"--port": "TRLSTACK_VLLM_PORT", "--group-port": "TRLSTACK_VLLM_GROUP_PORT"}
 VARIABLES |= {
     "--max-model-len": "TRLSTACK_MAX_MODEL_LEN",

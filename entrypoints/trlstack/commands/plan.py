@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
@@ -23,6 +23,9 @@ from trlstack.plan.memory import count_parameters
 from trlstack.plan.render import FORMATS, merge_env, render
 from trlstack.ports import Ports
 from trlstack.transfer import weight_transfer_setting
+
+if TYPE_CHECKING:
+    from trlstack.run.sharding import Memory
 
 
 @dataclass(frozen=True)
@@ -126,25 +129,39 @@ def machine_gpus(count: int | None, environ: Mapping[str, str]) -> list[Gpu]:
     return visible
 
 
-def model_config(model: str) -> dict[str, Any]:
-    """--model's config.json (UsageError naming what to give instead)."""
+def model_config(model: str | None) -> dict[str, Any]:
+    """--model's config.json (UsageError naming what to give instead), else the default model's shape."""
+    from trlstack.plan.memory import DEFAULT_MODEL_CONFIG
     from trlstack.run.sharding import read_model_config
 
-    return read_model_config(model, os.environ)
+    return dict(DEFAULT_MODEL_CONFIG) if model is None else read_model_config(model, os.environ)
 
 
-def memory_lines(plan: Plan, config: Mapping[str, Any], gpu_memory: float | None) -> list[str]:
-    """The trainer's memory estimate for the model of `config` on the plan's training GPUs (GRPO's
-    defaults)."""
-    import dataclasses
+def weigh(plan: Plan, config: Mapping[str, Any], gpu_memory: float | None) -> Memory:
+    """The trainer's memory on the plan's training GPUs for the model of `config` (GRPO's defaults)."""
+    from trlstack.plan.memory import estimate
+    from trlstack.run.sharding import Memory
 
-    from trlstack.run.sharding import summary
-
-    train = list(plan.train)
+    sizes = [gpu.memory_bytes for gpu in plan.train]
     if gpu_memory is not None:
-        train = [dataclasses.replace(gpu, memory_bytes=int(gpu_memory * (1 << 30))) for gpu in train]
-    share = plan.vllm_share_of_training_gpus
-    return summary(config, train, plan.num_processes, share)
+        sizes = [int(gpu_memory * (1 << 30))] * len(plan.train)
+    smallest = min(size for size in sizes if size) if sizes and all(sizes) else None
+    found, why = estimate(config, "grpo", {})
+    return Memory(found, why, smallest, plan.vllm_share_of_training_gpus, plan.num_processes)
+
+
+def memory_choice(plan: Plan, weighed: Memory) -> str:
+    """What --sharding auto would choose; UsageError, with the numbers, for a plan whose trainer cannot fit
+    (vLLM's share first, where it shares the training GPUs)."""
+    from trlstack.plan.rules import FLAGS, check_trainer_room
+    from trlstack.run.sharding import choose
+
+    shared_by = (
+        str(FLAGS.memory) if plan.share_gpus else "vLLM inside the trainer (vllm_gpu_memory_utilization)"
+    )
+    check_trainer_room(weighed.estimate, weighed.gpu_bytes, weighed.vllm_share, weighed.processes, shared_by)
+    chosen = choose("auto", weighed)
+    return f"sharding auto: {chosen.sharding} ({chosen.why})"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -154,43 +171,79 @@ def run(args: argparse.Namespace) -> int:
     if request.check:
         print(f"trlstack plan: {check_env(os.environ, request.service)}", file=sys.stderr)
         return 0
-    ports = settings_from(Ports, args)
+    plan, config = make_request(request, settings_from(Ports, args))
+    weighed = weigh(plan, config, request.gpu_memory)
+    if request.model is not None:
+        for line in weighed.lines():
+            print(f"trlstack plan: {line}", file=sys.stderr)
+    choice = memory_choice(plan, weighed)  # a plan whose trainer cannot fit stops here, writing nothing
+    if request.model is not None:
+        print(f"trlstack plan: {choice}", file=sys.stderr)
+    if request.output is None:
+        sys.stdout.write(render(plan, request.format))
+        return 0
+    write(request.output, request.format, plan)
+    return 0
+
+
+def make_request(request: PlanRequest, ports: Ports) -> tuple[Plan, dict[str, Any]]:
+    """The plan asked for, and the config.json of the model it is for (--model's, else the default's, whose
+    memory every plan must leave the trainer): --model's attention heads check the tensor-parallel size
+    unless --num-heads gives them."""
+    from trlstack.plan.rules import attention_heads
+
     serve_gpus = None if request.serve_gpus is None else parse_gpu_spec(request.serve_gpus, "--serve-gpus")
     train_gpus = None if request.train_gpus is None else parse_gpu_spec(request.train_gpus, "--train-gpus")
-    config = None if request.model is None else model_config(request.model)
+    config = model_config(request.model)
+    heads = request.num_heads
+    if heads is None and request.model is not None:
+        heads = attention_heads(config)
     plan = make_plan(
         machine_gpus(request.gpus, os.environ),
         serve_gpus=serve_gpus,
         train_gpus=train_gpus,
         serve_count=request.serve,
         tensor_parallel_size=request.tensor_parallel_size,
-        num_heads=request.num_heads,
+        num_heads=heads,
         port=ports.port,
         group_port=ports.group_port,
         share_gpus=request.share_gpus,
         gpu_memory_utilization=request.gpu_memory_utilization,
         weight_transfer=request.weight_transfer,
-        parameters=None if config is None else count_parameters(config)[0],
+        parameters=None if request.model is None else count_parameters(config)[0],
     )
-    if config is not None:
-        for line in memory_lines(plan, config, request.gpu_memory):
-            print(f"trlstack plan: {line}", file=sys.stderr)
-    if request.output is None:
-        sys.stdout.write(render(plan, request.format))
-        return 0
-    output = request.output
+    return plan, config
+
+
+def check_written(text: str, output: str) -> None:
+    """The .env about to be written, checked as compose's plan-check will read it: a line kept from the user's
+    file that the check refuses (a misspelled TRLSTACK_VARIANT, a plan key under the role's name) stops the
+    write, naming it."""
+    import io
+
+    from dotenv import dotenv_values
+
+    values = {key: value or "" for key, value in dotenv_values(stream=io.StringIO(text)).items()}
+    try:
+        check_env(values)
+    except UsageError as error:
+        raise UsageError(f"{output} would not pass compose's plan check, nothing written: {error}") from None
+
+
+def write(output: str, fmt: str, plan: Plan) -> None:
+    """The plan written to `output` atomically; as .env, merged into the file there (render.merge_env)."""
     if not output.strip():
         raise UsageError("--output is empty; name a file such as .env, or leave -o out for standard output.")
     if os.path.isdir(output):
         raise UsageError(f"--output {output} is a directory; name a file such as {output}/.env.")
-    if request.format == "env" and os.path.exists(output):
+    if fmt == "env" and os.path.exists(output):
         with open(output) as stream:
             text = merge_env(stream.read(), plan)
+        check_written(text, output)
     else:
-        text = render(plan, request.format)
+        text = render(plan, fmt)
     try:
         write_atomically(output, text)
     except OSError as error:
         raise UsageError(f"cannot write {output}: {error.strerror}; choose a writable path.") from None
     print(f"trlstack plan: wrote {output}", file=sys.stderr)
-    return 0

@@ -22,25 +22,13 @@ from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices, describe_machine
 from trlstack.option_types import fraction, positive_int
 from trlstack.options import Setting
+from trlstack.plan.rules import COLOCATE_FIX as COLOCATE_FIX
+from trlstack.plan.rules import FLAGS, Layout, check_layout, check_no_server, check_ports
+from trlstack.plan.rules import SHARE_FIX as SHARE_FIX
+from trlstack.plan.rules import SHARED_MEMORY_FRACTION as SHARED_MEMORY_FRACTION
+from trlstack.plan.rules import SPLIT_MEMORY_FRACTION as SPLIT_MEMORY_FRACTION
+from trlstack.plan.rules import vllm_fraction as vllm_fraction
 from trlstack.transfer import AUTO, NCCL, check, resolve
-
-COLOCATE_FIX = (
-    "to generate and train on the same GPU, run `train --vllm-mode colocate` instead of a vLLM server"
-)
-SHARE_FIX = "or run the server and the trainer on the same GPUs on purpose with --share-gpus (SHARE_GPUS=1)"
-# vLLM's share of each GPU when the trainer runs beside it (TRL's own colocate default, 0.3); a plan of
-# disjoint sets gives vLLM serve-vllm's default.
-SHARED_MEMORY_FRACTION = 0.3
-SPLIT_MEMORY_FRACTION = 0.9
-
-
-def vllm_fraction(shared: bool, asked: float | None = None) -> float:
-    """vLLM's fraction of the memory of each GPU it serves on: the one asked for, else the share that leaves a
-    trainer beside it the rest (`shared`), else most of a GPU of its own. The plan, serve-vllm and train all
-    take it from here."""
-    if asked is not None:
-        return asked
-    return SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
 
 
 @dataclass(frozen=True)
@@ -125,6 +113,19 @@ ENV_KEYS = (
     Env.PLAN_WEIGHT_TRANSFER,
 )
 ENV_HEADER = "# GPU plan written by `trlstack plan`"
+# The variable each plan key reaches the roles as (compose maps one to the other): one setting, whose one name
+# in .env is the plan's key. The variable written in .env would be left out, or win, unseen; it is refused.
+ROLE_VARIABLES = {
+    Env.PLAN_SERVE_GPUS: Env.SERVE_GPUS,
+    Env.PLAN_TENSOR_PARALLEL_SIZE: Env.TENSOR_PARALLEL_SIZE,
+    Env.PLAN_DATA_PARALLEL_SIZE: Env.DATA_PARALLEL_SIZE,
+    Env.PLAN_NUM_PROCESSES: Env.NUM_PROCESSES,
+    Env.PLAN_VLLM_PORT: Env.VLLM_PORT,
+    Env.PLAN_VLLM_GROUP_PORT: Env.VLLM_GROUP_PORT,
+    Env.PLAN_SHARE_GPUS: Env.SHARE_GPUS,
+    Env.PLAN_GPU_MEMORY_UTILIZATION: Env.GPU_MEMORY_UTILIZATION,
+    Env.PLAN_WEIGHT_TRANSFER: Env.WEIGHT_TRANSFER,
+}
 
 
 @dataclass(frozen=True)
@@ -188,13 +189,15 @@ class Plan:
         return dict(zip(ENV_KEYS, values, strict=True))
 
 
-def _check_port(flag: str, port: int) -> None:
-    if not 1 <= port <= 65535:
-        raise UsageError(f"{flag} {port} is out of range; choose a TCP port from 1 to 65535.")
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
+def one_gpu_colocate(gpus: int, server_asked: bool, parameters: int | None = None) -> tuple[bool, str]:
+    """The one-GPU rule: on a machine of one GPU, where no split exists, with no server asked for, the layout
+    measured faster for a model of `parameters` (one_gpu_choice): colocate, vLLM inside the trainer (True),
+    or a server sharing the GPU (False); and why ("" where the rule does not apply). The plan and train
+    both decide by it."""
+    if gpus != 1 or server_asked:
+        return False, ""
+    server, why = one_gpu_choice(parameters)
+    return not server, why
 
 
 def _pick(flag: str, indices: Sequence[int], by_index: Mapping[int, Gpu], machine: str) -> tuple[Gpu, ...]:
@@ -217,6 +220,7 @@ def _split(
     train_gpus: Sequence[int] | None,
     serve_count: int | None,
 ) -> tuple[tuple[Gpu, ...], tuple[Gpu, ...]]:
+    """The server's and the trainer's GPUs as asked (both sets given are checked apart, by check_layout)."""
     by_index = {gpu.index: gpu for gpu in gpus}
     machine = describe_machine(gpus)
     if serve_count is not None:
@@ -233,14 +237,7 @@ def _split(
         return tuple(gpus[:half]), tuple(gpus[half:])
     if serve_gpus is not None and train_gpus is not None:
         serve = _pick("--serve-gpus", serve_gpus, by_index, machine)
-        train = _pick("--train-gpus", train_gpus, by_index, machine)
-        shared = [gpu.index for gpu in serve if gpu in train]
-        if shared:
-            raise UsageError(
-                f"GPU {describe_indices(shared)} is in both --serve-gpus and --train-gpus; the server and "
-                f"the trainer need disjoint GPUs ({COLOCATE_FIX}, {SHARE_FIX})."
-            )
-        return serve, train
+        return serve, _pick("--train-gpus", train_gpus, by_index, machine)
     # One side given: the other is the rest of the machine, and must keep a GPU.
     serving = serve_gpus is not None
     flag, indices = ("--serve-gpus", serve_gpus) if serving else ("--train-gpus", train_gpus)
@@ -262,8 +259,8 @@ def _shared(
     train_gpus: Sequence[int] | None,
     serve_count: int | None,
 ) -> tuple[tuple[Gpu, ...], tuple[Gpu, ...]]:
-    """The one GPU set the server and the trainer share: every GPU, or the set given (once, or twice
-    alike)."""
+    """The GPUs the server and the trainer share: every GPU, or the set given (once, or twice alike: sets
+    that differ are refused by check_layout)."""
     if serve_count is not None:
         raise UsageError(
             "--serve N splits the GPUs, and --share-gpus runs both roles on the same GPUs; give one of "
@@ -273,27 +270,14 @@ def _shared(
     machine = describe_machine(gpus)
     serve = None if serve_gpus is None else _pick("--serve-gpus", serve_gpus, by_index, machine)
     train = None if train_gpus is None else _pick("--train-gpus", train_gpus, by_index, machine)
-    if serve is not None and train is not None and set(serve) != set(train):
-        raise UsageError(
-            f"--share-gpus runs the server and the trainer on the same GPUs, but --serve-gpus "
-            f"{describe_indices(serve_gpus or [])} and --train-gpus {describe_indices(train_gpus or [])} "
-            "differ; give one set (or either flag alone)."
-        )
-    chosen = serve or train or tuple(gpus)
-    return chosen, chosen
+    return serve or train or tuple(gpus), train or serve or tuple(gpus)
 
 
 def _check_request(
     gpus: Sequence[Gpu], port: int, group_port: int, tensor_parallel_size: int | None, num_heads: int | None
 ) -> None:
     """What a plan request must hold whatever the split: two distinct ports, a GPU, sizes of at least 1."""
-    _check_port("--port", port)
-    _check_port("--group-port", group_port)
-    if port == group_port:
-        raise UsageError(
-            f"--port and --group-port are both {port}; the HTTP API and the NCCL weight-transfer group "
-            "need different ports."
-        )
+    check_ports({"--port": port, "--group-port": group_port})
     if len({gpu.index for gpu in gpus}) != len(gpus):
         raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
     if not gpus:
@@ -325,83 +309,58 @@ def make_plan(
 
     With no split given, the server takes the first half (rounded down, at least one) and training the rest;
     on a machine of one GPU, where no split exists, the plan takes the layout measured faster for a model of
-    `parameters` (one_gpu_choice): colocate, no server and vLLM inside the trainer, or a server sharing the
+    `parameters` (one_gpu_colocate): colocate, no server and vLLM inside the trainer, or a server sharing the
     GPU. With `share_gpus` both run on the same GPUs: all of them, or the set given, which must then be one
     set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica
-    per GPU), on `gpu_memory_utilization` of each GPU's memory (default: SHARED_MEMORY_FRACTION when shared,
-    else SPLIT_MEMORY_FRACTION). The weights go through `weight_transfer` (transfer.resolve: auto is CUDA IPC
-    where the GPUs are shared, else NCCL).
+    per GPU) over exactly its GPUs, on `gpu_memory_utilization` of each GPU's memory (vllm_fraction): the
+    layout's rules are plan/rules.py's, which every other entry checks too. The weights go through
+    `weight_transfer` (transfer.resolve: auto is CUDA IPC where the GPUs are shared, else NCCL).
     """
     _check_request(gpus, port, group_port, tensor_parallel_size, num_heads)
-    tp = 1 if tensor_parallel_size is None else tensor_parallel_size
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
-    why = ""
-    if len(gpus) == 1 and not share_gpus and not asked:
-        share_gpus, why = one_gpu_choice(parameters)
-        if not share_gpus:
-            return _colocate(gpus, tp, gpu_memory_utilization, port, group_port, weight_transfer, why)
+    colocate, why = one_gpu_colocate(len(gpus), share_gpus or asked, parameters)
+    if colocate:
+        check_no_server(tensor_parallel_size, gpu_memory_utilization, FLAGS, "the one-GPU plan")
+        return _colocate(gpus, port, group_port, weight_transfer, why)
+    share_gpus = share_gpus or bool(why)  # one GPU, nothing asked: the server measured faster
     if share_gpus:
         serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
     else:
         serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
-    fraction = vllm_fraction(share_gpus, gpu_memory_utilization)
-    if not 0 < fraction <= 1:
-        raise UsageError(f"--gpu-memory-utilization {fraction} must be a fraction above 0 and at most 1.")
-
-    if len(serve) % tp:
-        raise UsageError(
-            f"--tensor-parallel-size {tp} does not divide the {len(serve)} serving GPUs; choose one of "
-            f"{', '.join(map(str, _divisors(len(serve))))} (vLLM runs replicas of that many GPUs each)."
-        )
-    if num_heads is not None and num_heads % tp:
-        fitting = _divisors(math.gcd(len(serve), num_heads))
-        raise UsageError(
-            f"--tensor-parallel-size {tp} does not divide the model's {num_heads} attention heads; choose "
-            f"one of {', '.join(map(str, fitting))}."
-        )
+    layout = Layout(
+        serve=tuple(gpu.index for gpu in serve),
+        train=tuple(gpu.index for gpu in train),
+        tensor_parallel_size=tensor_parallel_size,
+        share_gpus=share_gpus,
+        gpu_memory_utilization=gpu_memory_utilization,
+        port=port,
+        group_port=group_port,
+        num_heads=num_heads,
+    )
+    sizes = check_layout(layout, FLAGS)
     transfer = resolve(weight_transfer, share_gpus)
     check(transfer, share_gpus)
     return Plan(
         serve=serve,
         train=train,
-        tensor_parallel_size=tp,
+        tensor_parallel_size=sizes.tensor_parallel_size,
         port=port,
         group_port=group_port,
         share_gpus=share_gpus,
-        gpu_memory_utilization=fraction,
+        gpu_memory_utilization=sizes.gpu_memory_utilization,
         weight_transfer=transfer,
         why=why,
     )
 
 
-def _colocate(
-    gpus: Sequence[Gpu],
-    tensor_parallel_size: int,
-    gpu_memory_utilization: float | None,
-    port: int,
-    group_port: int,
-    weight_transfer: str,
-    why: str,
-) -> Plan:
-    """The one-GPU plan: the trainer on the GPU with vLLM inside it. The server's settings have no server
-    to apply to, so asking for them is refused with the way to get one."""
+def _colocate(gpus: Sequence[Gpu], port: int, group_port: int, weight_transfer: str, why: str) -> Plan:
+    """The one-GPU plan: the trainer on the GPU with vLLM inside it (the server's settings refused by
+    check_no_server, and the weights' transport here: no server to send them to)."""
     if weight_transfer != AUTO:
         raise UsageError(
             f"--weight-transfer {weight_transfer} ({Env.WEIGHT_TRANSFER}) sets how weights reach a vLLM "
             "server, and the one-GPU plan for this model runs none (vLLM inside the trainer, colocate); add "
             "--share-gpus to plan a server beside the trainer, or drop it."
-        )
-    if tensor_parallel_size != 1:
-        raise UsageError(
-            f"--tensor-parallel-size {tensor_parallel_size} ({Env.TENSOR_PARALLEL_SIZE}) needs that many "
-            "GPUs, and this machine has one."
-        )
-    if gpu_memory_utilization is not None:
-        raise UsageError(
-            f"--gpu-memory-utilization ({Env.GPU_MEMORY_UTILIZATION}) sets a vLLM server's share of each "
-            "GPU, and the one-GPU plan runs no server (vLLM inside the trainer, colocate); add --share-gpus "
-            "to plan a server beside the trainer, or set vllm_gpu_memory_utilization in the TRL config "
-            f"({Env.CONFIG}) for colocate."
         )
     return Plan(
         serve=(),

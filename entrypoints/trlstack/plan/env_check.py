@@ -11,9 +11,10 @@ from collections.abc import Mapping
 
 from trlstack.defaults import DEFAULT_GROUP_PORT, DEFAULT_VLLM_PORT, Env
 from trlstack.errors import UsageError
-from trlstack.gpus import describe_indices, is_index, parse_gpu_spec
+from trlstack.gpus import is_index, parse_gpu_spec
 from trlstack.option_types import fraction, parse_bool
-from trlstack.plan import COLOCATE_FIX, COLOCATE_VARIANT, ENV_KEYS
+from trlstack.plan import COLOCATE_VARIANT, ENV_KEYS, ROLE_VARIABLES
+from trlstack.plan.rules import ENV_FILE, Layout, check_layout, check_no_server, check_processes
 from trlstack.transfer import CHOICES, IPC, check, resolve
 
 # The compose layouts TRLSTACK_VARIANT picks (compose/<name>.yaml); an unset one is shared, compose's default.
@@ -113,10 +114,15 @@ def _env_transfer(values: Mapping[str, str], share: bool, variant: str) -> None:
         ) from None
 
 
+def _ranks_per_gpu(values: Mapping[str, str]) -> int:
+    key = Env.RANKS_PER_GPU  # the trainer's own variable, which compose passes on unchanged
+    return _env_count(values, key) or 1
+
+
 def check_colocate(values: Mapping[str, str], service: str | None) -> str:
     """Check a colocate plan: the trainer's GPUs and processes; no server, so nothing that needs one."""
     variant = f"{Env.VARIANT}={COLOCATE_VARIANT}"
-    train_key, processes_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_NUM_PROCESSES, Env.PLAN_SHARE_GPUS
+    train_key, share_key = Env.PLAN_TRAIN_GPUS, Env.PLAN_SHARE_GPUS
     if service in NEEDS_SERVER:
         raise UsageError(
             f"{NEEDS_SERVER[service]}, but {variant} (the one-GPU plan) runs vLLM inside the trainer "
@@ -135,26 +141,47 @@ def check_colocate(values: Mapping[str, str], service: str | None) -> str:
             f"{transfer_key}={values[transfer_key]} sets how weights reach a vLLM server, but {variant} runs "
             f"vLLM inside the trainer and no server; remove {transfer_key} for colocate, or {SERVER_PLAN}."
         )
+    tp = _env_count(values, Env.PLAN_TENSOR_PARALLEL_SIZE)
+    check_no_server(tp, _env_fraction(values, Env.PLAN_GPU_MEMORY_UTILIZATION), ENV_FILE, variant)
     train = _env_gpus(values, train_key)
-    processes = _env_count(values, processes_key)
-    if processes is not None and processes > len(train):
-        raise UsageError(
-            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
-            f"{len(train)}; lower it or remove the line."
-        )
+    processes = _env_count(values, Env.PLAN_NUM_PROCESSES)
+    where = ENV_FILE.train.of(values[train_key])
+    check_processes(processes, len(train), _ranks_per_gpu(values), ENV_FILE, where)
     return f"{variant}: training on {train_key}={values[train_key]} with vLLM inside the trainer, no server"
 
 
-def check_env(values: Mapping[str, str], service: str | None = None) -> str:
-    """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
-    the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
-    as the user wrote it."""
+def check_variant(values: Mapping[str, str]) -> str:
+    """The compose layout TRLSTACK_VARIANT names ("" for compose's default); UsageError for one compose has
+    no file for."""
     variant = values.get(Env.VARIANT, "").strip()
     if variant and variant not in LAYOUT_VARIANTS:
         raise UsageError(
             f"{Env.VARIANT}={values[Env.VARIANT]!r} in .env names no compose layout: compose includes "
             f"compose/<{Env.VARIANT}>.yaml, so write one of {', '.join(LAYOUT_VARIANTS)}, spelled so."
         )
+    return variant
+
+
+def check_spellings(values: Mapping[str, str]) -> None:
+    """One name a setting: a plan key written as the role's variable (ROLE_VARIABLES), which compose would
+    leave out or let win unseen, is refused naming the key to write instead."""
+    for key, variable in ROLE_VARIABLES.items():
+        written = values.get(variable, "")
+        if not written.strip():
+            continue
+        beside = f", beside {key}={values[key]}," if values.get(key, "").strip() else ""
+        raise UsageError(
+            f"{variable}={written} in .env (or compose's environment){beside} is the role's name for {key}, "
+            f"which .env holds under the plan's name, {key}; write {key}={written} and remove {variable}."
+        )
+
+
+def check_env(values: Mapping[str, str], service: str | None = None) -> str:
+    """Check a plan as .env holds it (`values`: ENV_KEYS and TRLSTACK_VARIANT as compose passes them), as
+    the roles will read it, for `service` (one of SERVICES) or any; a summary, or UsageError naming the key
+    as the user wrote it. The rules are the plan's own (plan/rules.py)."""
+    check_spellings(values)
+    variant = check_variant(values)
     if variant == COLOCATE_VARIANT:
         return check_colocate(values, service)
     serve_key, train_key, tp_key, dp_key, processes_key, port_key, group_key, share_key, memory_key, _ = (
@@ -162,39 +189,23 @@ def check_env(values: Mapping[str, str], service: str | None = None) -> str:
     )
     serve, train = _env_gpus(values, serve_key), _env_gpus(values, train_key)
     share = _env_switch(values, share_key)
-    shared = [index for index in serve if index in train]
-    if share and set(serve) != set(train):
-        raise UsageError(
-            f"{share_key}={values[share_key]} runs the server and the trainer on the same GPUs, but "
-            f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} differ; give both one set "
-            f"({REWRITE})."
-        )
-    if shared and not share:
-        raise UsageError(
-            f"GPU {describe_indices(shared)} is in both {serve_key}={values[serve_key]} and "
-            f"{train_key}={values[train_key]}: the server and the trainer need disjoint GPUs. Change one of "
-            f"them in .env ({REWRITE}), {COLOCATE_FIX}, or share them on purpose with {share_key}=1."
-        )
-    _env_fraction(values, memory_key)
+    layout = Layout(
+        serve=serve,
+        train=train,
+        tensor_parallel_size=_env_count(values, tp_key),
+        data_parallel_size=_env_count(values, dp_key),
+        share_gpus=share,
+        gpu_memory_utilization=_env_fraction(values, memory_key),
+        port=_env_port(values, port_key, DEFAULT_VLLM_PORT),
+        group_port=_env_port(values, group_key, DEFAULT_GROUP_PORT),
+        processes=_env_count(values, processes_key),
+        ranks_per_gpu=_ranks_per_gpu(values),
+    )
+    sizes = check_layout(layout, ENV_FILE)
     _env_transfer(values, share, variant)
-    tp, dp, processes = (_env_count(values, key) for key in (tp_key, dp_key, processes_key))
-    needed = (tp or 1) * (dp or 1)
-    if needed > len(serve):
-        sizes = " x ".join(f"{key}={value}" for key, value in ((tp_key, tp), (dp_key, dp)) if value)
-        raise UsageError(
-            f"{sizes} needs {needed} GPUs, but {serve_key}={values[serve_key]} has {len(serve)}; make the "
-            f"sizes fit ({REWRITE})."
-        )
-    if processes is not None and processes > len(train):
-        raise UsageError(
-            f"{processes_key}={processes} needs a GPU each, but {train_key}={values[train_key]} has "
-            f"{len(train)}; lower it or remove the line."
-        )
-    port = _env_port(values, port_key, DEFAULT_VLLM_PORT)
-    if port == _env_port(values, group_key, DEFAULT_GROUP_PORT):
-        raise UsageError(f"{port_key} and {group_key} are both {port}; the two need different ports.")
     how = "share their GPUs" if share else "are disjoint"
     return (
         f"{serve_key}={values[serve_key]} and {train_key}={values[train_key]} {how}; vLLM on "
-        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''}, training on {len(train)}"
+        f"{len(serve)} GPU{'s' if len(serve) > 1 else ''} (tensor-parallel {sizes.tensor_parallel_size} x "
+        f"data-parallel {sizes.data_parallel_size}), training on {len(train)}"
     )

@@ -48,6 +48,20 @@ DEFAULT_COLOCATE_SHARE = {"grpo": 0.3, "rloo": 0.3, "online-dpo": 0.55}
 # layers (the one running and the next, prefetched).
 GATHERED_LAYERS = 2
 
+# The sizes of the default model's config.json (Qwen/Qwen2.5-0.5B-Instruct, defaults.DEFAULT_MODEL: 494M
+# parameters), which the plan weighs where no model is named.
+DEFAULT_MODEL_CONFIG = {
+    "model_type": "qwen2",
+    "vocab_size": 151936,
+    "hidden_size": 896,
+    "intermediate_size": 4864,
+    "num_hidden_layers": 24,
+    "num_attention_heads": 14,
+    "num_key_value_heads": 2,
+    "tie_word_embeddings": True,
+    "torch_dtype": "bfloat16",
+}
+
 # Decoders counted here: every layer an attention (q, k, v, o; q/k/v biased for Qwen2, q/k normed for Qwen3),
 # a gated MLP (gate, up, down) and two RMSNorms; embeddings, a final norm, and an LM head unless tied.
 QKV_BIAS = {"qwen2": True, "qwen3": False, "llama": None, "mistral": False}  # None: the attention_bias key

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.plan import COLOCATE_VARIANT, ENV_HEADER, ENV_KEYS, Plan
+from trlstack.plan.env_check import check_variant
 from trlstack.transfer import IPC
 from trlstack.transfer import describe as describe_transfer
 
@@ -62,10 +63,24 @@ def merge_env(existing: str, plan: Plan) -> str:
 
     python-dotenv reads the file as compose does: `export KEY=...`, quoted values over several lines and
     comments are entries of their own, kept or replaced whole. TRLSTACK_VARIANT is the user's (shared or
-    isolated) except where a plan chose it: a colocate plan writes it, and a server plan drops the colocate
-    an earlier plan wrote, leaving compose's default layout (shared).
+    isolated, kept) except where a plan chose it: a colocate plan writes it, and a server plan drops the
+    colocate an earlier plan wrote, leaving compose's default layout (shared). A colocate plan over a server
+    layout the user chose is refused, naming both ways on: nothing the user wrote is dropped unseen.
     """
     from dotenv.parser import parse_stream
+
+    entries = list(parse_stream(io.StringIO(existing)))
+    variants = [entry.value or "" for entry in entries if entry.key == Env.VARIANT]
+    chosen = [check_variant({Env.VARIANT: value}) for value in variants]  # a misspelled one named so
+    if plan.colocate and chosen and chosen[-1] not in ("", COLOCATE_VARIANT):
+        # the isolated layout keeps the roles' IPC namespaces apart: its server beside the trainer takes NCCL
+        nccl = " --weight-transfer nccl" if chosen[-1] == "isolated" else ""
+        raise UsageError(
+            f"{Env.VARIANT}={chosen[-1]} in the .env runs compose's {chosen[-1]} layout, with a vLLM "
+            "server, and the plan for this machine of one GPU runs none (colocate: vLLM inside the "
+            f"trainer). Keep your layout with a server beside the trainer: `trlstack plan --share-gpus{nccl} "
+            f"--format env -o .env`; or remove the {Env.VARIANT} line for colocate."
+        )
 
     def planned(key: str | None, value: str | None) -> bool:
         if key == Env.VARIANT:
@@ -74,7 +89,7 @@ def merge_env(existing: str, plan: Plan) -> str:
 
     kept = "".join(
         entry.original.string
-        for entry in parse_stream(io.StringIO(existing))
+        for entry in entries
         if not planned(entry.key, entry.value) and not entry.original.string.lstrip().startswith(ENV_HEADER)
     ).splitlines()
     while kept and not kept[-1].strip():

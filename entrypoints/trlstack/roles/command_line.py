@@ -47,9 +47,26 @@ def parse_role(
     Arguments before `--` are the role's own; the rest become the settings' `extra`, passed on unchanged.
     """
     own, extra = split_extra(argv)
+    check_renamed(own)
     args = role_parser(role, settings, environ).parse_args(own)
     check_preview(args, role.chooses)
     return settings_from(settings, args, extra=extra), args
+
+
+# A role's flags that had another name, each now the one name every entry takes: the old one is refused
+# naming it (never read as an unknown flag, nor silently).
+RENAMED = {"--vllm-group-port": ("--group-port", Env.VLLM_GROUP_PORT, "plan, doctor and trlstack slurm")}
+
+
+def check_renamed(argv: Sequence[str]) -> None:
+    """UsageError for a flag by its old name (RENAMED), naming the new one."""
+    for word in argv:
+        old = word.split("=", 1)[0]
+        if old in RENAMED:
+            new, variable, others = RENAMED[old]
+            raise UsageError(
+                f"{old} is now {new} ({variable}), the name {others} take too; write {new}{word[len(old) :]}."
+            )
 
 
 PREVIEW_GPUS = Setting(

@@ -71,7 +71,7 @@ def check(settings: TrainSettings, recipe: Recipe) -> None:
 
 def config_keys(settings: TrainSettings) -> dict[str, Any]:
     """The config keys train sets for async-grpo: the server, and the pipeline settings given."""
-    keys: dict[str, Any] = {"vllm_server_base_url": settings.vllm_url}
+    keys: dict[str, Any] = {"vllm_server_base_url": settings.server_url}
     for flag, value in given(settings).items():
         keys[PIPELINE[flag][1]] = value
     return keys
@@ -100,5 +100,5 @@ def sharding_for(total: int, asked: str) -> tuple[str, list[str]]:
 NOTES = [
     "attention: tree packing, always, in async-grpo (tree_attention_kernel in the config chooses its kernel; "
     "the run's log says which serves)",
-    "the weight-transfer group's port: an open one TRL chooses (async-grpo does not take --vllm-group-port)",
+    "the weight-transfer group's port: an open one TRL chooses (async-grpo does not take --group-port)",
 ]

@@ -4,12 +4,15 @@ several machines, and the server's GPUs against the trainer's."""
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from trlstack import addresses
-from trlstack.defaults import DEFAULT_GROUP_PORT, Env
+from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices
+from trlstack.models import check_local_path
+from trlstack.plan.rules import check_ports
 from trlstack.recipes import RECIPES, Recipe
 from trlstack.run import asynchronous
 from trlstack.run.settings import TrainSettings
@@ -22,6 +25,21 @@ def resolve_recipe(name: str | None) -> Recipe:
     if name not in RECIPES:
         raise UsageError(f"unknown recipe {name!r}; choose one of {choices}.")
     return RECIPES[name]
+
+
+def check_paths(config: Mapping[str, Any], settings: TrainSettings, recipe: Recipe, source: str) -> None:
+    """Every local path the run trains with (its model, dataset and reward model) exists here: one that does
+    not is refused before anything starts, previews included, named as it was given."""
+    given = {
+        "model_name_or_path": (settings.model, f"--model ({Env.MODEL})"),
+        "dataset_name": (settings.dataset, f"--dataset ({Env.DATASET})"),
+    }
+    if recipe.reward_model_key:
+        given[recipe.reward_model_key] = (settings.reward_model, f"--reward-model ({Env.REWARD_MODEL})")
+    for key, (flag_value, flag) in given.items():
+        value = config.get(key)
+        if isinstance(value, str):
+            check_local_path(value, flag if flag_value else f"{key} in {source}")
 
 
 def check_resume_choice(settings: TrainSettings) -> None:
@@ -45,11 +63,10 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
             "for it; drop one of the two."
         )
-    if settings.vllm_group_port == urllib.parse.urlsplit(settings.vllm_url).port:
-        raise UsageError(
-            f"--vllm-group-port {settings.vllm_group_port} is the server's HTTP port in --vllm-url; the "
-            f"NCCL weight-transfer group needs another port (default {DEFAULT_GROUP_PORT})."
-        )
+    if settings.mode == "server":
+        url = urllib.parse.urlsplit(settings.server_url)
+        http = url.port or (443 if url.scheme == "https" else 80)
+        check_ports({"the port of --vllm-url": http, "--group-port": settings.group_port})
     check_machines(settings)
     asynchronous.check(settings, recipe)  # what a server-only recipe cannot do
 

@@ -33,6 +33,7 @@ class Launch:
     processes: int = 1  # over all machines
     accelerate_config: dict[str, Any] | None = None  # --sharding fsdp2: written to accelerate_path
     accelerate_path: Path | None = None
+    mode: str = "server"  # where vLLM generates, as decided for the run: cpu, server or colocate
 
 
 def build_launch(
@@ -77,6 +78,7 @@ def build_launch(
         processes=processes * settings.num_machines,
         accelerate_config=layout,
         accelerate_path=path.with_name(ACCELERATE_NAME) if layout else None,
+        mode=run.settings.mode,
     )
 
 

@@ -9,26 +9,24 @@ from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan.memory import GIB
+from trlstack.plan.rules import ROLES, check_processes
 from trlstack.run.settings import TrainSettings
+
+NO_GPU = (
+    "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
+    "CUDA_VISIBLE_DEVICES, give the container GPUs, preview the command for a machine of N GPUs with "
+    "--print-command --gpus N, or try --cpu for a smoke run."
+)
 
 
 def training_processes(settings: TrainSettings, gpus: Sequence[Gpu]) -> int:
-    """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer."""
+    """--ranks-per-gpu processes per visible GPU (one unless told more) unless told fewer (the plan's rule,
+    plan/rules.check_processes)."""
     if not gpus:
-        raise UsageError(
-            "train needs a CUDA GPU and none is visible. Check the driver (`trlstack doctor`) and "
-            "CUDA_VISIBLE_DEVICES, give the container GPUs, or try --cpu for a smoke run."
-        )
-    slots = len(gpus) * settings.ranks_per_gpu
-    processes = settings.num_processes or slots
-    if processes > slots:
-        each = "a GPU each" if settings.ranks_per_gpu == 1 else f"a GPU for every {settings.ranks_per_gpu}"
-        raise UsageError(
-            f"--num-processes {processes} needs {each} (--ranks-per-gpu, {Env.RANKS_PER_GPU}), but "
-            f"{len(gpus)} {'are' if len(gpus) > 1 else 'is'} visible; lower it, make more GPUs visible with "
-            "CUDA_VISIBLE_DEVICES, or put more ranks on each GPU with --ranks-per-gpu."
-        )
-    return processes
+        raise UsageError(NO_GPU)
+    shown = ",".join(str(gpu.index) for gpu in gpus)
+    where = f"{Env.CUDA_VISIBLE_DEVICES}={shown}"
+    return check_processes(settings.num_processes, len(gpus), settings.ranks_per_gpu, ROLES, where)
 
 
 def rank_sharing(settings: TrainSettings) -> tuple[dict[str, str], list[str]]:

@@ -14,8 +14,9 @@ from trlstack.defaults import (
     Env,
 )
 from trlstack.gpus import gpu_spec
-from trlstack.option_types import one_of, positive_float, positive_int, rank_number, wait_seconds
+from trlstack.option_types import fraction, one_of, positive_float, positive_int, rank_number, wait_seconds
 from trlstack.options import setting, switch
+from trlstack.plan.rules import SHARED_MEMORY_FRACTION
 from trlstack.ports import group_port_setting, main_process_port_setting
 from trlstack.recipes import RECIPES
 from trlstack.run import pipeline
@@ -72,8 +73,14 @@ class TrainSettings:
         Env.DATASET, "dataset (Hub id or local path); overrides dataset_name", group=RUN
     )
     reward_model: str | None = setting(Env.REWARD_MODEL, "reward model judging completions", group=RUN)
-    vllm_url: str = setting(Env.VLLM_URL, "the vLLM server", DEFAULT_VLLM_URL, checked_url, group=VLLM)
-    vllm_group_port: int = group_port_setting(group=VLLM)
+    vllm_url: str | None = setting(  # None: no server named (`server_url`: where one is looked for)
+        Env.VLLM_URL,
+        "the vLLM server; naming one trains against it, on one GPU too",
+        type=checked_url,
+        shown=DEFAULT_VLLM_URL,
+        group=VLLM,
+    )
+    group_port: int = group_port_setting(group=VLLM)
     host_ip: str | None = setting(
         Env.VLLM_HOST_IP,
         "this trainer's address as the server reaches it (NCCL rendezvous)",
@@ -151,12 +158,21 @@ class TrainSettings:
         shown=f"{DEFAULT_WEIGHT_PUSH_TIMEOUT_S:g}",
         group=VLLM,
     )
-    vllm_mode: str | None = setting(  # None means the default, server
+    vllm_mode: str | None = setting(  # None: decided by the GPUs (run/mode.py), as the plan decides it
         Env.VLLM_MODE,
-        "where vLLM generates: a server, or colocate (inside the trainer, one GPU)",
+        "where vLLM generates: a server, or colocate (inside the trainer)",
         type=one_of(*VLLM_MODES),
-        shown="server",
+        shown="colocate on one visible GPU with no server named (--vllm-url, --share-gpus, --serve-gpus), as "
+        "`trlstack plan` plans one GPU; else server",
         group=VLLM,
+    )
+    gpu_memory_utilization: float | None = setting(  # None: the plan's share (plan.vllm_fraction)
+        Env.GPU_MEMORY_UTILIZATION,
+        "with --share-gpus: the server's fraction of each GPU's memory, as serve-vllm takes it; the "
+        "trainer's memory is weighed in the rest",
+        type=fraction,
+        shown=f"{SHARED_MEMORY_FRACTION}",
+        group=LAYOUT,
     )
     vllm_kv_cache_gib: float | None = setting(  # None: vLLM sizes it from its start-up memory profile
         Env.VLLM_KV_CACHE_GIB,
@@ -199,8 +215,13 @@ class TrainSettings:
 
     @property
     def mode(self) -> str:
-        """ "cpu", "server" or "colocate"."""
+        """ "cpu", "server" or "colocate" (unset: server; run/mode.py decides it from the GPUs first)."""
         return "cpu" if self.cpu else (self.vllm_mode or "server")
+
+    @property
+    def server_url(self) -> str:
+        """Where the vLLM server is: the one named, else the default."""
+        return self.vllm_url or DEFAULT_VLLM_URL
 
     @property
     def push_timeout(self) -> float:

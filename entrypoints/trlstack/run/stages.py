@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,11 @@ from trlstack.defaults import VLLM_ENV, Env
 from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
 from trlstack.plan import memory, vllm_fraction
+from trlstack.plan.rules import check_trainer_room
 from trlstack.recipes import Recipe
 from trlstack.run import asynchronous, sharding, task, trl_config
-from trlstack.run.checks import check_contradictions, resolve_recipe
+from trlstack.run.checks import check_contradictions, check_paths, resolve_recipe
+from trlstack.run.mode import choose_mode
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
 from trlstack.run.weight_transfer import weight_transfer
@@ -88,6 +90,7 @@ class Run:
     # what a task's paths are relative to without a task, and the PYTHONPATH its folder goes first on
     cwd: Path = field(default_factory=Path.cwd)
     environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    notes: tuple[str, ...] = ()  # what make_run decided for the run (vLLM's mode), to log
 
     @cached_property
     def processes(self) -> int:
@@ -100,20 +103,25 @@ class Run:
     def vllm_share(self) -> float:
         """The share of a training GPU's memory one vLLM engine on it takes: a colocated engine's (each rank
         has one), a server's beside the trainer, or none."""
-        mode = self.settings.mode
-        server = vllm_fraction(shared=True) if self.settings.share_gpus and mode == "server" else None
+        mode, settings = self.settings.mode, self.settings
+        shared = settings.share_gpus and mode == "server"
+        server = vllm_fraction(True, settings.gpu_memory_utilization) if shared else None
         return memory.vllm_share(mode, self.seen, self.recipe.name, server)
 
 
 def make_run(settings: TrainSettings, user_config: Mapping[str, Any], source: str, gpus: Sequence[Gpu],
              *machine: Any) -> Run:  # fmt: skip
-    """The run the stages decide on: its settings checked, the user's config checked against the recipe,
-    with train's overrides and the output folder (`machine`: Run's fields from `checkpoint` on); UsageError
-    naming what is wrong, before anything starts."""
+    """The run the stages decide on: vLLM's mode decided for its GPUs (run/mode.py), its settings checked,
+    the user's config checked against the recipe, with train's overrides and the output folder, and the
+    local paths it names checked to exist (`machine`: Run's fields from `checkpoint` on); UsageError naming
+    what is wrong, before anything starts."""
     recipe = resolve_recipe(settings.recipe)
+    bare = Run(settings, recipe, {}, {}, source, tuple(gpus), *machine)  # this machine, before the run
+    settings, notes = choose_mode(settings, recipe, len(gpus), bare.model_config)
     check_contradictions(settings, recipe)
     config, seen = trl_config.run_config(settings, user_config, recipe, source)
-    return Run(settings, recipe, config, seen, source, tuple(gpus), *machine)
+    check_paths(config, settings, recipe, source)
+    return replace(bare, settings=settings, config=config, seen=seen, notes=tuple(notes))
 
 
 def decide(run: Run) -> Part:
@@ -125,6 +133,7 @@ def layout(run: Run) -> Part:
     """The training processes on this machine, and how they share GPUs and meet other machines."""
     settings = run.settings
     env, notes = rank_sharing(settings)
+    notes = [*run.notes, *notes]
     launch = {"processes": run.processes}
     if settings.cpu:
         return Part(env=env, notes=notes, accelerate=launch)
@@ -149,7 +158,7 @@ def generation(run: Run) -> Part:
     else:
         keys: dict[str, Any] = {"use_vllm": True, "vllm_mode": settings.mode}
         if settings.mode == "server":
-            keys.update(vllm_server_base_url=settings.vllm_url, vllm_group_port=settings.vllm_group_port)
+            keys.update(vllm_server_base_url=settings.server_url, vllm_group_port=settings.group_port)
         parts.append(Part(keys, *push_bound(settings)))
     if settings.mode == "colocate":
         parts.append(Part(env=dict(VLLM_ENV)))  # vLLM runs inside the trainer
@@ -161,7 +170,7 @@ def _server(run: Run, transfer: str | None) -> Part:
     """Where the server's workers reach this trainer for the weight-transfer rendezvous, and the NCCL host
     this trainer names itself when it shares the server's GPUs and pushes over NCCL (`transfer`)."""
     settings = run.settings
-    host_ip, why = addresses.trainer_host_ip(settings.vllm_url, settings.host_ip, run.route, run.is_local)
+    host_ip, why = addresses.trainer_host_ip(settings.server_url, settings.host_ip, run.route, run.is_local)
     env: dict[str, str] = {Env.VLLM_HOST_IP: host_ip}
     notes = [f"{Env.VLLM_HOST_IP}={host_ip} ({why})"]
     if settings.share_gpus and transfer == NCCL:
@@ -207,10 +216,21 @@ def sharded(run: Run) -> Part:
     asked, notes = settings.sharding, list[str]()
     if run.recipe.server_only:  # several ranks of TRL's AsyncGRPOTrainer only with FSDP2, and at most two
         asked, notes = asynchronous.sharding_for(total, settings.sharding)
+    if not settings.cpu:  # vLLM's share of a GPU it shares with the trainer, weighed first, by its name
+        check_trainer_room(weighed.estimate, weighed.gpu_bytes, weighed.vllm_share, total, _share_name(run))
     chosen = sharding.choose(asked, weighed, settings.cpu)
     notes += [] if settings.cpu else weighed.lines()
     notes.append(f"sharding {chosen.sharding} ({chosen.why})")
     return Part(notes=notes, accelerate={"sharding": chosen.sharding})
+
+
+def _share_name(run: Run) -> str:
+    """The setting that gave vLLM its share of the training GPUs."""
+    if run.settings.mode != "colocate":
+        return f"--gpu-memory-utilization ({Env.GPU_MEMORY_UTILIZATION})"
+    engines = run.settings.ranks_per_gpu
+    every = f" of all {engines} engines on a GPU" if engines > 1 else ""
+    return f"vllm_gpu_memory_utilization{every} (in {run.source} or after `--`)"
 
 
 def training_memory(run: Run, processes: int) -> sharding.Memory:

@@ -32,7 +32,7 @@ TAKEN = {
     "use_vllm": "use --cpu for a run without vLLM",
     "vllm_mode": "use --vllm-mode",
     "vllm_server_base_url": "use --vllm-url",
-    "vllm_group_port": "use --vllm-group-port",
+    "vllm_group_port": "use --group-port",
     "bf16": "use bf16/fp16 in the config file",
     "fp16": "use bf16/fp16 in the config file",
     "enable_jit_checkpoint": "train saves a checkpoint when stopped, in every process together",

@@ -27,10 +27,10 @@ def chosen(settings: TrainSettings) -> str | None:
         return None
     transfer = resolve(settings.weight_transfer, settings.share_gpus, settings.num_machines)
     check(transfer, settings.share_gpus, settings.num_machines)
-    host = urllib.parse.urlsplit(settings.vllm_url).hostname or ""
+    host = urllib.parse.urlsplit(settings.server_url).hostname or ""
     if transfer == IPC and not is_loopback(host):
         raise UsageError(
-            f"--vllm-url {settings.vllm_url}: with {FLAG} ipc the server binds loopback only (it unpickles "
+            f"--vllm-url {settings.server_url}: with {FLAG} ipc the server binds loopback only (it unpickles "
             f"what reaches /update_weights) and shares this host's GPUs; point --vllm-url at "
             f"http://{LOOPBACK}:PORT, or use {FLAG} nccl for a server elsewhere."
         )

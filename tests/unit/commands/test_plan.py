@@ -113,7 +113,12 @@ BAD = [
     ([], ("plan", "--check"), {"SERVE_GPUS": "", "TRAIN_GPUS": "1"}, ["SERVE_GPUS is not set"]),
     ([], ("plan", "--service", "vllm"), {}, ["--service names what --check checks", "add --check"]),
     ([], ("plan", "--gpus", "1", "--gpu-memory-utilization", "0.5"), {}, ["runs no server", "--share-gpus"]),
-    (H200S[:1], ("plan",), {"TRLSTACK_TENSOR_PARALLEL_SIZE": "2"}, ["needs that many GPUs", "has one"]),
+    (
+        H200S[:1],
+        ("plan",),
+        {"TRLSTACK_TENSOR_PARALLEL_SIZE": "2"},
+        ["TRLSTACK_TENSOR_PARALLEL_SIZE) needs that many GPUs", "the one-GPU plan runs none"],
+    ),
 ]
 
 
@@ -230,7 +235,8 @@ def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch):
     assert (code, out) == (0, "")
     assert (
         err
-        == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs, training on 2\n"
+        == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs (tensor-parallel "
+        "1 x data-parallel 2), training on 2\n"
     )
 
 
@@ -326,3 +332,43 @@ def test_a_failed_plan_leaves_an_existing_env_file_alone(capsys, tmp_path, no_ex
     target.write_text("SERVE_GPUS=0\n")
     code, _, _ = run(capsys, "plan", "--gpus", "2", "--serve", "2", "--format", "env", "-o", str(target))
     assert code == 1 and target.read_text() == "SERVE_GPUS=0\n"
+
+
+def test_a_new_plan_keeps_the_layout_the_user_chose_or_refuses_naming_both_ways(capsys, tmp_path, no_exec):
+    target = tmp_path / ".env"
+    target.write_text("TRLSTACK_VARIANT=isolated\nHF_HUB_OFFLINE=1\n")
+    assert run(capsys, "plan", "--gpus", "4", "--format", "env", "-o", str(target))[0] == 0
+    assert target.read_text().startswith("TRLSTACK_VARIANT=isolated\nHF_HUB_OFFLINE=1\n\n# GPU plan")
+    kept = target.read_text()
+    # One GPU, where the plan would be colocate: the user's server layout is not dropped.
+    code, out, err = run(capsys, "plan", "--gpus", "1", "--format", "env", "-o", str(target))
+    assert code == 1 and out == "" and target.read_text() == kept
+    assert "TRLSTACK_VARIANT=isolated in the .env runs compose's isolated layout" in err
+    fix = ("--share-gpus", "--weight-transfer", "nccl")  # the server beside the trainer, as the message says
+    assert f"`trlstack plan {' '.join(fix)} --format env -o .env`" in err
+    assert run(capsys, "plan", "--gpus", "1", *fix, "--format", "env", "-o", str(target))[0] == 0
+    assert (
+        target.read_text().startswith("TRLSTACK_VARIANT=isolated\n")
+        and "SHARE_GPUS=1\n" in target.read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            "TRLSTACK_VARIANT=isolate",
+            ["TRLSTACK_VARIANT='isolate' in .env names no compose layout", "isolated"],
+        ),
+        (
+            "TRLSTACK_GPU_MEMORY_UTILIZATION=0.5",
+            ["would not pass compose's plan check, nothing written: ", "the role's name for GPU_MEMORY_UTIL"],
+        ),
+    ],
+)
+def test_a_kept_line_the_plan_check_refuses_stops_the_write_naming_it(capsys, tmp_path, no_exec, line, words):
+    target = tmp_path / ".env"
+    target.write_text(f"{line}\n")
+    code, out, err = run(capsys, "plan", "--gpus", "4", "--format", "env", "-o", str(target))
+    assert code == 1 and out == "" and target.read_text() == f"{line}\n"
+    assert all(word in err for word in words)

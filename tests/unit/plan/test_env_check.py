@@ -27,7 +27,8 @@ def test_a_plan_written_by_plan_passes_its_check():
     for n in (2, 4, 8, 64):
         assert "are disjoint" in check_env(make_plan(machine(n)).env())
     assert check_env({"SERVE_GPUS": "3", "TRAIN_GPUS": "0,1"}) == (
-        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU, training on 2"
+        "SERVE_GPUS=3 and TRAIN_GPUS=0,1 are disjoint; vLLM on 1 GPU (tensor-parallel 1 x data-parallel 1), "
+        "training on 2"
     )
     for n in (1, 2, 8):
         assert "share their GPUs" in check_env(make_plan(machine(n), share_gpus=True).env())
@@ -35,7 +36,8 @@ def test_a_plan_written_by_plan_passes_its_check():
         shared = {"SERVE_GPUS": "0", "TRAIN_GPUS": "0", "SHARE_GPUS": yes}
         assert (
             check_env(shared)
-            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU, training on 1"
+            == "SERVE_GPUS=0 and TRAIN_GPUS=0 share their GPUs; vLLM on 1 GPU (tensor-parallel 1 x "
+            "data-parallel 1), training on 1"
         )
 
 
@@ -71,7 +73,7 @@ BAD_ENV = [
     ({"DATA_PARALLEL_SIZE": "many"}, "DATA_PARALLEL_SIZE='many' in .env is not a positive whole number"),
     (
         {"TENSOR_PARALLEL_SIZE": "2"},
-        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 has 4",
+        "TENSOR_PARALLEL_SIZE=2 x DATA_PARALLEL_SIZE=4 needs 8 GPUs, but SERVE_GPUS=0,1,2,3 gives vLLM 4",
     ),
     ({"TENSOR_PARALLEL_SIZE": "8", "DATA_PARALLEL_SIZE": ""}, "TENSOR_PARALLEL_SIZE=8 needs 8 GPUs, but"),
     ({"NUM_PROCESSES": "5"}, "NUM_PROCESSES=5 needs a GPU each, but TRAIN_GPUS=4,5,6,7 has 4"),
@@ -164,3 +166,74 @@ def test_a_layout_compose_has_no_file_for_is_refused_naming_the_three(variant):
         check_env({**COLOCATE, "TRLSTACK_VARIANT": variant})
     assert f"TRLSTACK_VARIANT={variant!r} in .env names no compose layout" in str(error.value)
     assert "shared, isolated, colocate" in str(error.value)
+
+
+# One name a setting: in .env each plan key is written under the plan's name; the role's variable for it
+# (which compose would leave out, or let win unseen) is refused naming the key, alone or beside it.
+ROLE_SPELLINGS = [
+    ("TRLSTACK_GPU_MEMORY_UTILIZATION", "0.5", "GPU_MEMORY_UTILIZATION"),
+    ("TRLSTACK_VLLM_PORT", "9000", "VLLM_PORT"),
+    ("TRLSTACK_VLLM_GROUP_PORT", "51300", "VLLM_GROUP_PORT"),
+    ("TRLSTACK_TENSOR_PARALLEL_SIZE", "2", "TENSOR_PARALLEL_SIZE"),
+    ("TRLSTACK_SERVE_GPUS", "0,1", "SERVE_GPUS"),
+    ("TRLSTACK_SHARE_GPUS", "1", "SHARE_GPUS"),
+    ("TRLSTACK_NUM_PROCESSES", "2", "NUM_PROCESSES"),
+    ("TRLSTACK_WEIGHT_TRANSFER", "nccl", "WEIGHT_TRANSFER"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value", "key"), ROLE_SPELLINGS)
+@pytest.mark.parametrize("plan", [EIGHT, COLOCATE], ids=["server", "colocate"])
+def test_a_plan_key_under_the_roles_name_is_refused_naming_the_key(variable, value, key, plan):
+    with pytest.raises(UsageError) as error:
+        check_env({**plan, variable: value})
+    message = str(error.value)
+    assert f"{variable}={value} in .env (or compose's environment)" in message
+    assert (
+        f"is the role's name for {key}" in message and f"write {key}={value} and remove {variable}" in message
+    )
+    assert (f", beside {key}={plan.get(key)}," in message) == (key in plan)  # two spellings of one setting
+
+
+def test_the_issues_plans_that_cannot_run_are_refused():
+    # vLLM on 4 GPUs of which its layout uses 1: three would sit idle, the check said "vLLM on 4 GPUs"
+    idle = {**EIGHT, "TENSOR_PARALLEL_SIZE": "1", "DATA_PARALLEL_SIZE": "1"}
+    with pytest.raises(UsageError) as error:
+        check_env(idle)
+    assert (
+        "TENSOR_PARALLEL_SIZE=1 x DATA_PARALLEL_SIZE=1 uses 1 of the 4 GPUs SERVE_GPUS=0,1,2,3 gives vLLM, "
+        "leaving 3 idle; set DATA_PARALLEL_SIZE=4 or leave it unset, which fills them"
+    ) in str(error.value)
+    # a tensor-parallel size `trlstack plan` refuses, refused here too, with the same choices
+    with pytest.raises(UsageError) as error:
+        check_env({**EIGHT, "TENSOR_PARALLEL_SIZE": "3", "DATA_PARALLEL_SIZE": ""})
+    assert (
+        "TENSOR_PARALLEL_SIZE=3 does not divide the 4 serving GPUs (SERVE_GPUS=0,1,2,3); choose one of "
+        "1, 2, 4" in str(error.value)
+    )
+
+
+def test_several_ranks_on_each_gpu_may_take_more_processes_than_gpus():
+    # compose/README: with TRLSTACK_RANKS_PER_GPU=K, NUM_PROCESSES is the training GPUs times K
+    assert "training on 4" in check_env({**EIGHT, "NUM_PROCESSES": "8", "TRLSTACK_RANKS_PER_GPU": "2"})
+    with pytest.raises(
+        UsageError, match="NUM_PROCESSES=9 needs a GPU for every 2, but TRAIN_GPUS=4,5,6,7 has 4"
+    ):
+        check_env({**EIGHT, "NUM_PROCESSES": "9", "TRLSTACK_RANKS_PER_GPU": "2"})
+    assert "no server" in check_env({**COLOCATE, "NUM_PROCESSES": "2", "TRLSTACK_RANKS_PER_GPU": "2"})
+
+
+@pytest.mark.parametrize(
+    ("line", "words"),
+    [
+        (
+            {"GPU_MEMORY_UTILIZATION": "0.5"},
+            ["GPU_MEMORY_UTILIZATION=0.5 sets a vLLM server's share", "colocate"],
+        ),
+        ({"TENSOR_PARALLEL_SIZE": "2"}, ["TENSOR_PARALLEL_SIZE=2 needs that many GPUs", "runs none"]),
+    ],
+)
+def test_a_colocate_plan_takes_no_server_setting_as_the_one_gpu_plan_refuses_it(line, words):
+    with pytest.raises(UsageError) as error:
+        check_env({**COLOCATE, **line})
+    assert all(word in str(error.value) for word in words)

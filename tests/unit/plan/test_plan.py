@@ -94,7 +94,11 @@ BAD = [
     (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2)}, ["GPU 1 is in both", "disjoint", "colocate"]),
     (4, {"serve_gpus": (0, 1), "train_gpus": (1, 2), "share_gpus": True}, ["the same GPUs", "differ"]),
     (4, {"serve_count": 1, "share_gpus": True}, ["--serve N splits the GPUs"]),
-    (1, {"tensor_parallel_size": 2}, ["--tensor-parallel-size 2 (TRLSTACK_TENSOR_PARALLEL_SIZE) needs that"]),
+    (
+        1,
+        {"tensor_parallel_size": 2},
+        ["--tensor-parallel-size 2 (TRLSTACK_TENSOR_PARALLEL_SIZE) needs that many GPUs", "runs none"],
+    ),
     (
         1,
         {"gpu_memory_utilization": 0.5},
@@ -115,7 +119,10 @@ BAD = [
     (
         8,
         {"tensor_parallel_size": 3},
-        ["--tensor-parallel-size 3 does not divide the 4 serving GPUs", "1, 2, 4"],
+        [
+            "--tensor-parallel-size 3 (TRLSTACK_TENSOR_PARALLEL_SIZE) does not divide the 4 serving GPUs",
+            "1, 2, 4",
+        ],
     ),
     (8, {"tensor_parallel_size": 0}, ["--tensor-parallel-size 0 must be at least 1"]),
     (

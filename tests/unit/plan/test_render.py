@@ -135,7 +135,16 @@ def test_merge_env_writes_the_layout_a_plan_chose_and_keeps_the_one_the_user_cho
     assert back == "HF_TOKEN_FILE=./t\n\n" + render_env(shared_gpu)
     isolated = f"TRLSTACK_VARIANT=isolated\n{render_env(make_plan(machine(4)))}"
     assert merge_env(isolated, make_plan(machine(8))).startswith("TRLSTACK_VARIANT=isolated\n\n")
-    assert merge_env(isolated, colocate) == render_env(colocate)  # one GPU: the plan picks the layout
+    # One GPU under the user's server layout: kept with a server beside the trainer, or refused naming both
+    # ways on; never dropped.
+    assert merge_env(isolated, shared_gpu).startswith("TRLSTACK_VARIANT=isolated\n\n")
+    for chosen in ("isolated", "shared"):
+        with pytest.raises(UsageError) as error:
+            merge_env(f"TRLSTACK_VARIANT={chosen}\n", colocate)
+        assert f"TRLSTACK_VARIANT={chosen} in the .env runs compose's {chosen} layout" in str(error.value)
+        nccl = " --weight-transfer nccl" if chosen == "isolated" else ""  # isolated pushes over NCCL
+        assert f"`trlstack plan --share-gpus{nccl} --format env -o .env`" in str(error.value)
+        assert "or remove the TRLSTACK_VARIANT line for colocate" in str(error.value)
 
 
 def test_a_shared_gpu_plan_says_it_pushes_through_cuda_ipc_and_how_to_ask_for_nccl():

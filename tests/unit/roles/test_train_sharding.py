@@ -81,10 +81,13 @@ def test_auto_without_a_readable_model_config_keeps_ddp_and_says_so():
 
 def test_colocated_vllm_takes_its_share_before_the_choice():
     settings = TrainSettings(recipe="grpo", vllm_mode="colocate")
-    with pytest.raises(
-        UsageError, match="FSDP2 over 2 processes needs 62.5 GiB per process, but a GPU has 56.0"
-    ):
+    with pytest.raises(UsageError) as error:
         build_launch(settings, GRPO, "c", gpus(2), model_config=QWEN_7B)
+    assert (
+        "vllm_gpu_memory_utilization (in c or after `--`) 0.3 gives vLLM 24.0 GiB of each 80.0 GiB GPU and "
+        "leaves the trainer 56.0 GiB, but training needs 62.5 GiB per process (FSDP2 over 2 processes"
+    ) in str(error.value)
+    assert "lower vllm_gpu_memory_utilization (in c or after `--`) to 0.21 or less" in str(error.value)
 
 
 def test_values_after_the_double_dash_are_weighed_as_the_script_takes_them():

@@ -13,6 +13,7 @@ from trlstack.commands.doctor.judge import MIN_DRIVER, Facts, Finding, judge
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.options import Setting, add_setting, add_settings, settings_from
+from trlstack.plan.rules import check_ports
 from trlstack.ports import Ports, port_problem
 from trlstack.run.sharding import read_model_config
 
@@ -114,6 +115,7 @@ def memory_finding(facts: Facts, environ: Mapping[str, str]) -> list[Finding]:
 
 def run(args: argparse.Namespace) -> int:
     ports = settings_from(Ports, args)
+    check_ports({"--port": ports.port, "--group-port": ports.group_port})
     facts = gather_facts((ports.port, ports.group_port))
     findings = judge(facts) + memory_finding(facts, os.environ)
     sys.stdout.write(render(findings))

@@ -8,6 +8,7 @@ same code: the plan, the arguments passed on to TRL and vLLM.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -16,6 +17,8 @@ from typing import Any
 from trlstack.commands.slurm.layout import Layout, make_layout
 from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSettings, limit_seconds
 from trlstack.errors import UsageError
+from trlstack.models import read_config
+from trlstack.plan.rules import attention_heads, check_ports
 from trlstack.recipes import RECIPES, Recipe
 from trlstack.roles.serve import settings as serve
 from trlstack.run import checks as train_checks
@@ -95,6 +98,9 @@ def check(settings: SlurmSettings) -> Job:
     model = config.get("model_name_or_path")  # the run's: both roles get it
     if model != settings.train.model:
         settings = replace(settings, train=replace(settings.train, model=model))
+    heads = attention_heads(read_config(str(model), os.environ)) if model else None
+    if layout.plan is not None and settings.num_heads is None and heads is not None:
+        layout = make_layout(replace(settings, num_heads=heads))  # the heads of the model's config.json
     return Job(settings, layout, recipe, config, _CHECKED)
 
 
@@ -127,12 +133,14 @@ def _check_request(settings: SlurmSettings) -> None:
 
 
 def _check_ports(settings: SlurmSettings) -> None:
-    ports = {"--port": settings.ports.port, "--group-port": settings.ports.group_port}
-    ports["--main-process-port"] = settings.ports.main_process_port
-    for flag, port in ports.items():
-        others = [other for other, value in ports.items() if value == port and other != flag]
-        if others:
-            raise UsageError(f"{flag} and {others[0]} are both {port}; every role's port must differ.")
+    ports = settings.ports
+    check_ports(
+        {
+            "--port": ports.port,
+            "--group-port": ports.group_port,
+            "--main-process-port": ports.main_process_port,
+        }
+    )
 
 
 def _check_image(settings: SlurmSettings) -> None:

@@ -92,7 +92,7 @@ def trainer_command(job: Job) -> list[str]:
         argv += [
             "--vllm-url",
             Var('"http://$SERVER_ADDR:$VLLM_PORT"'),
-            "--vllm-group-port",
+            "--group-port",
             Var('"$GROUP_PORT"'),
         ]
     argv += ["--num-machines", str(layout.train_nodes), "--machine-rank", Var('"$rank"')]

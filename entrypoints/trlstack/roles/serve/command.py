@@ -17,14 +17,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from trlstack.addresses import host_addresses, resolved
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
-from trlstack.plan import vllm_fraction
+from trlstack.models import check_local_path, read_config
+from trlstack.plan.rules import ROLES, Layout, Sizes, attention_heads, check_layout
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.serve.settings import TAKEN, ServeSettings
 from trlstack.run.passthrough import VLLM, check_passthrough, receiver
@@ -105,39 +106,56 @@ def check_bind(
         )
 
 
-def parallel_sizes(settings: ServeSettings, gpu_count: int) -> tuple[int, int]:
-    """vLLM's tensor- and data-parallel sizes over the visible GPUs: by default one replica per GPU."""
-    tp = settings.tensor_parallel_size or 1
-    if tp > gpu_count:
-        raise UsageError(
-            f"--tensor-parallel-size {tp} needs {tp} GPUs, but {gpu_count} are visible; lower it or make "
-            "more GPUs visible with CUDA_VISIBLE_DEVICES."
-        )
-    dp = settings.data_parallel_size or gpu_count // tp
-    if tp * dp > gpu_count:
-        raise UsageError(
-            f"--tensor-parallel-size {tp} x --data-parallel-size {dp} needs {tp * dp} GPUs, but "
-            f"{gpu_count} are visible; choose sizes whose product is at most {gpu_count}."
-        )
-    return tp, dp
+NO_GPU = (
+    "serve-vllm needs a CUDA GPU and none is visible. Run it on a machine with an NVIDIA GPU and driver, "
+    "give the container GPUs (docker --gpus, or compose device reservations), check CUDA_VISIBLE_DEVICES, "
+    "preview the command for a machine of N GPUs with --print-command --gpus N, or try `train RECIPE --cpu` "
+    "for a smoke run without vLLM."
+)
 
 
-def build_command(settings: ServeSettings, gpus: Sequence[Gpu]) -> Command:
-    """The vLLM server command for the visible `gpus`; raises UsageError naming the fix for bad settings."""
+def given(environ: Mapping[str, str], preview: int | None) -> str:
+    """Where serve-vllm's GPUs come from, in words, for its messages."""
+    if preview is not None:
+        return f"--gpus {preview}"
+    chosen = environ.get(Env.CUDA_VISIBLE_DEVICES)
+    return f"{Env.CUDA_VISIBLE_DEVICES}={chosen}" if chosen else "this machine"
+
+
+def parallel_sizes(
+    settings: ServeSettings, gpus: Sequence[Gpu], heads: int | None = None, where: str = "this machine"
+) -> Sizes:
+    """vLLM's layout over the visible GPUs, by the plan's rules (plan/rules.py): tensor- x data-parallel over
+    exactly those GPUs, by default one replica per GPU, the tensor-parallel size dividing the model's `heads`
+    (None: unknown); the memory share as the plan decides it. `where`: where the GPUs come from, in words."""
+    layout = Layout(
+        serve=tuple(gpu.index for gpu in gpus),
+        tensor_parallel_size=settings.tensor_parallel_size,
+        data_parallel_size=settings.data_parallel_size,
+        share_gpus=settings.share_gpus,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+        port=settings.port,
+        num_heads=heads,
+    )
+    return check_layout(layout, ROLES, where)
+
+
+def build_command(
+    settings: ServeSettings, gpus: Sequence[Gpu], heads: int | None = None, where: str = "this machine"
+) -> Command:
+    """The vLLM server command for the visible `gpus` (`heads`: the model's attention heads, None where its
+    config.json is not readable here; `where`: where the GPUs come from, in words); raises UsageError naming
+    the fix for bad settings."""
     check_passthrough(settings.extra, receiver(VLLM), TAKEN, "serve-vllm")
     if not gpus:
-        raise UsageError(
-            "serve-vllm needs a CUDA GPU and none is visible. Run it on a machine with an NVIDIA GPU "
-            "and driver, give the container GPUs (docker --gpus, or compose device reservations), check "
-            "CUDA_VISIBLE_DEVICES, or try `train RECIPE --cpu` for a smoke run without vLLM."
-        )
-    tp, dp = parallel_sizes(settings, len(gpus))
+        raise UsageError(NO_GPU)
+    sizes = parallel_sizes(settings, gpus, heads, where)
     transfer = chosen_transfer(settings)
     argv = ["vllm", "serve", settings.model or DEFAULT_MODEL, *server_flags(transfer)]
     argv += ["--host", settings.host, "--port", str(settings.port)]
-    argv += ["--tensor-parallel-size", str(tp), "--data-parallel-size", str(dp)]
-    memory = vllm_fraction(settings.share_gpus, settings.gpu_memory_utilization)
-    argv += ["--gpu-memory-utilization", str(memory)]
+    argv += ["--tensor-parallel-size", str(sizes.tensor_parallel_size)]
+    argv += ["--data-parallel-size", str(sizes.data_parallel_size)]
+    argv += ["--gpu-memory-utilization", str(sizes.gpu_memory_utilization)]
     if settings.max_model_len is not None:
         argv += ["--max-model-len", str(settings.max_model_len)]
     if settings.dtype != "auto":
@@ -165,11 +183,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     def body() -> int:
         environ = os.environ
         settings, args = parse_role(ROLE, ServeSettings, sys.argv[1:] if argv is None else argv, environ)
-        if settings.task and not settings.model:  # the trainer's model, the same folder both roles load
-            settings = dataclasses.replace(settings, model=task_model(settings.task))
+        # the model asked for, else the task's (the same folder the trainer loads), else the default
+        model = settings.model or (task_model(settings.task) if settings.task else None) or DEFAULT_MODEL
+        settings = dataclasses.replace(settings, model=model)
         check_bind(settings.host, settings.allow_public_bind, transfer=chosen_transfer(settings))
+        check_local_path(model, f"--model ({Env.MODEL})")
         gpus = visible_gpus(environ) if args.gpus is None else [Gpu(index) for index in range(args.gpus)]
-        command = build_command(settings, gpus)
+        heads = attention_heads(read_config(model, environ))
+        command = build_command(settings, gpus, heads, given(environ, args.gpus))
         if args.print_command:
             print(command.shell())
             return 0

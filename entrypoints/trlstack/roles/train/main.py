@@ -93,7 +93,7 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     # The task (rewards called on its rows, its data and model) before waiting for the server: seconds.
     root = task.base_folder(settings, Path.cwd())
     say(require_task(launch.config, recipe, source, root, "task check").text("task check"))
-    if settings.mode == "server":
+    if launch.mode == "server":  # decided with the launch: a run that names no server may be colocate
         wait_for_server(settings, launch.config["model_name_or_path"], environ)
     output_dir = Path(launch.config["output_dir"])
     if aside is not None:
@@ -167,10 +167,10 @@ def wait_for_server(settings: TrainSettings, trained: str, environ: Mapping[str,
     """Wait until the server answers, has a weight-transfer engine and serves the model trained."""
     from trlstack.roles.train import health
 
-    health.wait_for_health(settings.vllm_url, settings.health_timeout)
-    vllm_config = health.check_weight_transfer(settings.vllm_url)
-    check_server(vllm_config, chosen(settings), settings.vllm_url)
+    health.wait_for_health(settings.server_url, settings.health_timeout)
+    vllm_config = health.check_weight_transfer(settings.server_url)
+    check_server(vllm_config, chosen(settings), settings.server_url)
     served = health.served_model(vllm_config)
-    say(f"the vLLM server at {settings.vllm_url} is healthy and has a weight-transfer engine")
+    say(f"the vLLM server at {settings.server_url} is healthy and has a weight-transfer engine")
     if served:
         check_served_model(settings, served, trained, environ)

@@ -28,7 +28,7 @@ def check_served_model(
         say(f"the server serves {served} and this run trains {trained}: allowed by {flag} ({how})")
         return
     raise UsageError(
-        f"the vLLM server at {settings.vllm_url} serves {served}, but this run trains {trained}, and they "
+        f"the vLLM server at {settings.server_url} serves {served}, but this run trains {trained}, and they "
         f"are not recognised as one model ({how}): TRL's first weight sync would fail. Serve and train the "
         f"same model (--model, or {Env.MODEL} in .env for both), or pass {flag} if they are one model under "
         "two names."

@@ -68,7 +68,7 @@ def test_the_first_node_serves_the_others_train_each_with_its_gpus_and_addresses
         # (trlstack.addresses); one from the submitting shell is cleared.
         assert after_image(train["argv"]) == [
             "train", "grpo", "--model", MODEL, "--output-dir", f"{shared}/grpo",
-            "--vllm-url", f"http://{server_addr}:8000", "--vllm-group-port", "51216",
+            "--vllm-url", f"http://{server_addr}:8000", "--group-port", "51216",
             "--num-machines", str(nodes - 1), "--machine-rank", str(rank),
             "--main-process-ip", trainer_addrs[0], "--main-process-port", "29500",
         ]  # fmt: skip

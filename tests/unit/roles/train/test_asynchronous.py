@@ -3,6 +3,8 @@ and why, and its pipeline settings (flag, variable, the config's value kept when
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import yaml
 from trlstack.errors import UsageError
@@ -19,10 +21,32 @@ ASYNC = yaml.safe_load(RECIPES["async-grpo"].bundled_config.read_text())
 TAIL = launch_tail("trlstack.rank.async_grpo", "outputs/async-grpo/trlstack-async-grpo.yaml")
 
 
+# The server a run names (compose and trlstack slurm name one): on one GPU a run that names none is refused
+# (test_one_gpu_without_a_server_named_is_refused_naming_both_ways_to_one).
+SERVER = "http://127.0.0.1:8000"
+
+
 def launch(settings=None, config=ASYNC, n=1, **kwargs):
-    return build_launch(
-        settings or TrainSettings(recipe="async-grpo"), config, "async_grpo.yaml", gpus(n), **kwargs
+    settings = settings or TrainSettings(recipe="async-grpo")
+    if settings.vllm_url is None:
+        settings = replace(settings, vllm_url=SERVER)
+    return build_launch(settings, config, "async_grpo.yaml", gpus(n), **kwargs)
+
+
+def test_one_gpu_without_a_server_named_is_refused_naming_both_ways_to_one():
+    with pytest.raises(UsageError) as error:
+        build_launch(TrainSettings(recipe="async-grpo"), ASYNC, "async_grpo.yaml", gpus(1))
+    message = str(error.value)
+    assert "async-grpo generates only through a vLLM server, and on this one GPU none is named" in message
+    assert (
+        "`serve-vllm --share-gpus` then `train async-grpo --share-gpus --vllm-url http://127.0.0.1:8000`"
+        in (message)
     )
+    assert "`trlstack plan --share-gpus --format env -o .env` then `docker compose up async-grpo`" in message
+    # a server named in any way (its address, or the GPUs it shares) is one to train against
+    for named in ({"vllm_mode": "server"}, {"share_gpus": True}, {"vllm_url": SERVER}):
+        chosen = build_launch(TrainSettings(recipe="async-grpo", **named), ASYNC, "a.yaml", gpus(1))
+        assert chosen.mode == "server"
 
 
 def test_one_gpu_runs_the_recipe_through_the_runner_without_distributed_options():

@@ -20,7 +20,9 @@ from .harness import GRPO, gpus, launch_tail
 @pytest.mark.parametrize(("machine_gpus", "train_gpus"), [(2, 1), (4, 2), (8, 4)])
 def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
     plan = make_plan(gpus(machine_gpus))
-    launch = build_launch(TrainSettings(recipe="grpo"), GRPO, "grpo.yaml", plan.train)
+    # compose names the server (TRLSTACK_VLLM_URL): a server run on one training GPU too
+    settings = TrainSettings(recipe="grpo", vllm_url="http://127.0.0.1:8000")
+    launch = build_launch(settings, GRPO, "grpo.yaml", plan.train)
     multi = ["--multi_gpu"] if train_gpus > 1 else []
     assert launch.command.argv == [
         *LAUNCHER, "--num_processes", str(train_gpus), *multi,
@@ -38,9 +40,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
 
 
 def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
-    settings = TrainSettings(
-        recipe="grpo", vllm_url="http://vllm:8000", vllm_group_port=51300, host_ip="trainer"
-    )
+    settings = TrainSettings(recipe="grpo", vllm_url="http://vllm:8000", group_port=51300, host_ip="trainer")
     launch = build_launch(settings, GRPO, "grpo.yaml", gpus(4), is_local=lambda address: address == "trainer")
     config = launch.config
     assert {key: config[key] for key in GRPO if key != "output_dir"} == {
@@ -102,15 +102,15 @@ def test_colocate_mode_needs_no_server():
 
 
 def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
-    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d")
+    settings = TrainSettings(recipe="grpo", cpu=True, model="org/m", dataset="org/d")
     launch = build_launch(settings, GRPO, "c", [])
     assert launch.command.argv == [
         *LAUNCHER, "--cpu", "--num_processes", "1",
         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", *launch_tail(),
     ]  # fmt: skip
     config = launch.config
-    assert config["model_name_or_path"] == "/tmp/m"
-    assert config["dataset_name"] == "/tmp/d"
+    assert config["model_name_or_path"] == "org/m"
+    assert config["dataset_name"] == "org/d"
     assert (config["use_vllm"], config["use_cpu"], config["bf16"], config["fp16"]) == (
         False,
         True,
@@ -126,7 +126,7 @@ def test_cpu_smoke_is_tiny_fp32_and_without_vllm():
 def test_cpu_smoke_with_more_processes_runs_them_through_torch_elastic_over_gloo():
     # accelerate's --cpu launches one process whatever --num_processes says; --multi_gpu starts them all, and
     # use_cpu in the config puts them on the CPU, in one gloo process group.
-    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d", num_processes=2)
+    settings = TrainSettings(recipe="grpo", cpu=True, model="org/m", dataset="org/d", num_processes=2)
     launch = build_launch(settings, GRPO, "c", [])
     assert launch.command.argv == [
         *LAUNCHER, "--num_processes", "2", "--multi_gpu",
@@ -282,8 +282,10 @@ def test_ranks_sharing_a_gpu_share_its_memory_in_the_estimate():
         "num_hidden_layers": 2, "num_attention_heads": 2,
     }  # fmt: skip
     big = [Gpu(0, uuid="GPU-0", compute_capability=(9, 0), memory_bytes=80 << 30)]
-    alone = build_launch(TrainSettings(recipe="grpo"), GRPO, "g", big, model_config=small)
-    shared = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "g", big, model_config=small)
+    alone = build_launch(TrainSettings(recipe="grpo", vllm_mode="server"), GRPO, "g", big, model_config=small)
+    shared = build_launch(
+        TrainSettings(recipe="grpo", ranks_per_gpu=2, vllm_mode="server"), GRPO, "g", big, model_config=small
+    )
     assert any("80.0 GiB per GPU for training" in note for note in alone.notes), alone.notes
     assert any("40.0 GiB per GPU for training" in note for note in shared.notes), shared.notes
 
@@ -312,12 +314,14 @@ def test_every_rank_gets_the_bound_on_its_weight_push(recipe, mode):
 
 
 def test_a_run_without_vllm_gets_no_bound():
-    settings = TrainSettings(recipe="grpo", cpu=True, model="/tmp/m", dataset="/tmp/d")
+    settings = TrainSettings(recipe="grpo", cpu=True, model="org/m", dataset="org/d")
     assert "TRLSTACK_WEIGHT_PUSH_TIMEOUT" not in build_launch(settings, GRPO, "c", []).command.env
 
 
 def test_ranks_sharing_a_gpu_are_told_how_many_share_it():
-    launch = build_launch(TrainSettings(recipe="grpo", ranks_per_gpu=2), GRPO, "c", gpus(1))
+    launch = build_launch(
+        TrainSettings(recipe="grpo", ranks_per_gpu=2, vllm_mode="server"), GRPO, "c", gpus(1)
+    )
     assert launch.command.env["TRLSTACK_RANKS_PER_GPU"] == "2"
     assert launch.command.argv[3:6] == ["--num_processes", "2", "--multi_gpu"]
     shared = "2 training ranks on each GPU: each its own NCCL host"

@@ -237,11 +237,15 @@ BAD_INPUT = [
     (["grpo"], {"TRLSTACK_SERVE_GPUS": "0-"}, "TRLSTACK_SERVE_GPUS='0-' is not valid for --serve-gpus"),
     (["grpo", "--cpu", "--vllm-mode", "server"], {}, "--cpu runs without vLLM, but --vllm-mode server"),
     (["grpo", "--cpu"], {"TRLSTACK_VLLM_MODE": "colocate"}, "--cpu runs without vLLM"),
-    (["grpo", "--num-processes", "3"], {"CUDA_VISIBLE_DEVICES": "0,1"}, "--num-processes 3 needs a GPU each"),
+    (
+        ["grpo", "--num-processes", "3"],
+        {"CUDA_VISIBLE_DEVICES": "0,1"},
+        "--num-processes 3 (TRLSTACK_NUM_PROCESSES) needs a GPU each, but CUDA_VISIBLE_DEVICES=0,1 has 2",
+    ),
     (
         ["grpo", "--num-processes", "5", "--ranks-per-gpu", "2"],
         {"CUDA_VISIBLE_DEVICES": "0,1"},
-        "--num-processes 5 needs a GPU for every 2",
+        "--num-processes 5 (TRLSTACK_NUM_PROCESSES) needs a GPU for every 2",
     ),
     (["grpo"], {"TRLSTACK_RANKS_PER_GPU": "0"}, "TRLSTACK_RANKS_PER_GPU='0' is not valid"),
     (["grpo", "--ranks-per-gpu", "two"], {}, "argument --ranks-per-gpu"),
@@ -269,7 +273,17 @@ BAD_INPUT = [
     (["grpo"], {"TRLSTACK_HEALTH_TIMEOUT": "-5"}, "TRLSTACK_HEALTH_TIMEOUT='-5' is not valid"),
     (["grpo"], {"TRLSTACK_VLLM_URL": "localhost:8000"}, "is not an http(s)://HOST:PORT URL"),
     (["grpo"], {"TRLSTACK_VLLM_GROUP_PORT": "0"}, "TRLSTACK_VLLM_GROUP_PORT='0' is not valid"),
-    (["grpo", "--vllm-group-port", "8000"], {}, "is the server's HTTP port in --vllm-url"),
+    (["grpo", "--group-port", "8000"], {}, "the port of --vllm-url and --group-port are both 8000"),
+    (
+        ["grpo", "--vllm-group-port", "8000"],
+        {},
+        "--vllm-group-port is now --group-port (TRLSTACK_VLLM_GROUP_PORT",
+    ),
+    (
+        ["grpo", "--vllm-group-port=5"],
+        {},
+        "the name plan, doctor and trlstack slurm take too; write --group-port=5",
+    ),
     (["grpo"], {"TRLSTACK_CPU": "perhaps"}, "TRLSTACK_CPU='perhaps' is not valid for --cpu"),
     (["grpo"], {"VLLM_HOST_IP": "http://10.0.0.1"}, "is not an IP address or host name"),
     # A server on another host cannot reach the trainer at 127.0.0.1: refused before the wait.
@@ -316,7 +330,7 @@ BAD_INPUT = [
     (["grpo", "--", "--use-vllm", "false"], {}, "use --cpu for a run without vLLM"),
     (["grpo", "--", "--vllm_mod", "colocate"], {}, "use --vllm-mode"),
     (["grpo", "--", "--vllm-server-base-url", "http://x:1"], {}, "use --vllm-url"),
-    (["grpo", "--", "--vllm_group=1"], {}, "use --vllm-group-port"),
+    (["grpo", "--", "--vllm_group=1"], {}, "use --group-port"),
     (["grpo", "--", "--bf16=false"], {}, "use bf16/fp16 in the config file"),
     (["grpo", "--", "--config", "other.yaml"], {}, "use --config (before `--`)"),
     # A TRL key the recipe's script does not have fails now, not after the wait for the server.
