@@ -148,7 +148,7 @@ SLURM = "tests/slurm/test_cpu_smoke.py::test_cpu_smoke_trains_one_model_across_t
 NIX = "tests/nix/test_flake.py::"
 KERNEL_BAKE = "tests/image/test_kernel_bake.py"
 INIT_MYTASK = "trlstack init mytask >/dev/null"
-COMPOSE_TASK = "tests/compose/test_task.py::test_compose_up_trains_on_the_task_folder"
+COMPOSE_TASK = "tests/compose/test_compose_task.py::test_compose_up_trains_on_the_task_folder"
 # docker/README: the roles by hand, as compose's shared layout runs them
 DOCKER_RUN_SHARED = "docker run --rm --gpus all --network host --ipc host --pid host -e TINI_SUBREAPER=1"
 
@@ -187,7 +187,7 @@ EXERCISED: dict[str, Exercise] = {
     "-f compose/smoke.yaml up grpo": Elsewhere(COMPOSE_TASK, "that command, in the test's own project"),
     # slurm/README.md: a task on shared storage
     "trlstack init /shared/tasks/mytask --recipe grpo": Elsewhere(
-        "tests/slurm/test_task.py::test_a_task_on_the_shared_mount_trains_across_two_nodes",
+        "tests/slurm/test_slurm_task.py::test_a_task_on_the_shared_mount_trains_across_two_nodes",
         "trlstack init on the test cluster's shared volume",
     ),
     "trlstack slurm grpo --task /shared/tasks/mytask --nodes 4 --gpus-per-node 8 --image "

@@ -1,7 +1,7 @@
 """rank/reward_guard.py, the parts that need no torch: a raising reward recorded with its line, step and row
 (the batch scored 0 so that every process reaches the next collective), sync or async; async-grpo's picklable
 wrapper naming the same, and that text found again in the error the trainer raises. The whole path, a real
-run ending with the last step's checkpoint saved, runs in the image (tests/image/test_task.py)."""
+run ending with the last step's checkpoint saved, runs in the image (tests/image/test_image_task.py)."""
 
 from __future__ import annotations
 
