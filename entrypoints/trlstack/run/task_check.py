@@ -16,7 +16,7 @@ from typing import Any
 from trlstack.errors import UsageError
 from trlstack.recipes import Recipe
 from trlstack.reward_calls import shown_path
-from trlstack.run import reward_check, rows, task, trl_config
+from trlstack.run import passthrough, reward_check, rows, task, trl_config
 from trlstack.run.reward_check import Problem, Reward
 
 ROWS = 2  # rows each reward is called on, with every stand-in completion
@@ -46,7 +46,7 @@ def check_task(
     started = time.monotonic()
     report = Report()
     where = shown_path(source.resolve(), root)
-    unknown = trl_config.unknown_keys(config, recipe)
+    unknown = trl_config.unknown_keys(config, passthrough.accepted_keys(recipe.name))
     if unknown:
         fix = f"use field names of {recipe.describe_dataclasses()} (trl 1.16), or remove them"
         report.problems.append(

@@ -19,11 +19,11 @@ from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSet
 from trlstack.errors import UsageError
 from trlstack.models import read_config
 from trlstack.plan.rules import attention_heads, check_ports
-from trlstack.recipes import RECIPES, Recipe
+from trlstack.recipes import RECIPES, Recipe, resolve_recipe
 from trlstack.roles.serve import settings as serve
-from trlstack.run import checks as train_checks
 from trlstack.run import task, trl_config
-from trlstack.run.passthrough import VLLM, check_passthrough, receiver
+from trlstack.run.checks import check_job
+from trlstack.run.passthrough import VLLM, check_passthrough, receiver, script_args
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
@@ -86,13 +86,11 @@ def check(settings: SlurmSettings) -> Job:
     # the run as train takes it: the job's recipe, and the arguments after `--` for the TRL script
     train = replace(settings.train, recipe=settings.recipe, extra=list(settings.train_args))
     ranks = None if layout.gpus_per_node is None else layout.gpus_per_node * layout.train_nodes
-    recipe = train_checks.check_job(
-        train, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu
-    )
+    recipe = resolve_recipe(train.recipe)
+    check_job(train, recipe, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu)
     source = task.config_path(train, recipe)
-    config, _ = trl_config.run_config(
-        train, trl_config.load_config(source), recipe, str(source), TRAIN_TAKEN, "trlstack slurm"
-    )
+    script = script_args(train.extra, recipe.name, TRAIN_TAKEN, "trlstack slurm")
+    config, _ = trl_config.run_config(train, trl_config.load_config(source), recipe, str(source), script)
     check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
     config.update(task.task_launch(train, config, {}, Path.cwd())[0])  # the task's paths absolute
     model = config.get("model_name_or_path")  # the run's: both roles get it
