@@ -69,6 +69,16 @@ def check(chosen: str, share_gpus: bool, machines: int = 1) -> None:
         )
 
 
+def check_without_server(asked: str, layout: str) -> None:
+    """Refuse a transport asked for where `layout` (in words) runs no server: the weights go nowhere."""
+    if asked != AUTO:
+        raise UsageError(
+            f"{FLAG} {asked} ({Env.WEIGHT_TRANSFER}) sets how weights reach a vLLM server, and {layout} runs "
+            "none (vLLM inside the trainer, colocate); add --share-gpus to plan a server beside the trainer, "
+            "or drop it."
+        )
+
+
 def describe(chosen: str, share_gpus: bool) -> str:
     """The transport in words, for the plan's layout line and train's notes."""
     if chosen == IPC:

@@ -39,7 +39,7 @@ def recipe(request):
 
 def test_bundled_config_is_a_mapping_of_accepted_keys(recipe):
     config = trl_config.load_config(recipe.bundled_config)
-    trl_config.check_keys(config, recipe, recipe.yaml)
+    trl_config.check_keys(config, recipe, recipe.yaml, accepted_keys(recipe.name))
     trl_config.check_required(config, recipe, recipe.yaml)
 
 

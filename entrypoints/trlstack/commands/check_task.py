@@ -10,9 +10,8 @@ import os
 from dataclasses import dataclass
 
 from trlstack.options import add_settings, flag, settings_from
-from trlstack.recipes import RECIPES
+from trlstack.recipes import RECIPES, resolve_recipe
 from trlstack.run import task, trl_config
-from trlstack.run.checks import resolve_recipe
 from trlstack.run.settings import TrainSettings
 from trlstack.run.task_check import require_task
 

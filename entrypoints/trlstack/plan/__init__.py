@@ -28,7 +28,7 @@ from trlstack.plan.rules import SHARE_FIX as SHARE_FIX
 from trlstack.plan.rules import SHARED_MEMORY_FRACTION as SHARED_MEMORY_FRACTION
 from trlstack.plan.rules import SPLIT_MEMORY_FRACTION as SPLIT_MEMORY_FRACTION
 from trlstack.plan.rules import vllm_fraction as vllm_fraction
-from trlstack.transfer import AUTO, NCCL, check, resolve
+from trlstack.transfer import AUTO, NCCL, check, check_without_server, resolve
 
 
 @dataclass(frozen=True)
@@ -273,11 +273,9 @@ def _shared(
     return serve or train or tuple(gpus), train or serve or tuple(gpus)
 
 
-def _check_request(
-    gpus: Sequence[Gpu], port: int, group_port: int, tensor_parallel_size: int | None, num_heads: int | None
-) -> None:
-    """What a plan request must hold whatever the split: two distinct ports, a GPU, sizes of at least 1."""
-    check_ports({"--port": port, "--group-port": group_port})
+def _check_request(gpus: Sequence[Gpu], tensor_parallel_size: int | None, num_heads: int | None) -> None:
+    """What a plan request must hold whatever the split: a GPU, sizes of at least 1 (its ports are the
+    layout's rules')."""
     if len({gpu.index for gpu in gpus}) != len(gpus):
         raise ValueError(f"GPU indices repeat in {[gpu.index for gpu in gpus]}")
     if not gpus:
@@ -316,62 +314,37 @@ def make_plan(
     layout's rules are plan/rules.py's, which every other entry checks too. The weights go through
     `weight_transfer` (transfer.resolve: auto is CUDA IPC where the GPUs are shared, else NCCL).
     """
-    _check_request(gpus, port, group_port, tensor_parallel_size, num_heads)
+    _check_request(gpus, tensor_parallel_size, num_heads)
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
     colocate, why = one_gpu_colocate(len(gpus), share_gpus or asked, parameters)
-    if colocate:
+    # One GPU, nothing asked, and a server measured faster: a server sharing the GPU.
+    share_gpus = not colocate and (share_gpus or bool(why))
+    serve: tuple[Gpu, ...] = ()  # colocate: the trainer on every GPU, vLLM inside it
+    train = tuple(gpus)
+    if not colocate:
+        serve, train = (_shared if share_gpus else _split)(gpus, serve_gpus, train_gpus, serve_count)
+    if colocate:  # no server: none of its settings; vLLM keeps TRL's colocate share of the GPU
+        check_ports({"--port": port, "--group-port": group_port})
         check_no_server(tensor_parallel_size, gpu_memory_utilization, FLAGS, "the one-GPU plan")
-        return _colocate(gpus, port, group_port, weight_transfer, why)
-    share_gpus = share_gpus or bool(why)  # one GPU, nothing asked: the server measured faster
-    if share_gpus:
-        serve, train = _shared(gpus, serve_gpus, train_gpus, serve_count)
+        tp, fraction = 1, SHARED_MEMORY_FRACTION
     else:
-        serve, train = _split(gpus, serve_gpus, train_gpus, serve_count)
-    layout = Layout(
-        serve=tuple(gpu.index for gpu in serve),
-        train=tuple(gpu.index for gpu in train),
-        tensor_parallel_size=tensor_parallel_size,
-        share_gpus=share_gpus,
-        gpu_memory_utilization=gpu_memory_utilization,
-        port=port,
-        group_port=group_port,
-        num_heads=num_heads,
-    )
-    sizes = check_layout(layout, FLAGS)
+        layout = Layout(
+            serve=tuple(gpu.index for gpu in serve),
+            train=tuple(gpu.index for gpu in train),
+            tensor_parallel_size=tensor_parallel_size,
+            share_gpus=share_gpus,
+            gpu_memory_utilization=gpu_memory_utilization,
+            port=port,
+            group_port=group_port,
+            num_heads=num_heads,
+        )
+        sizes = check_layout(layout, FLAGS)
+        tp, fraction = sizes.tensor_parallel_size, sizes.gpu_memory_utilization
+    if colocate:  # and no server to push the weights to
+        check_without_server(weight_transfer, "the one-GPU plan for this model")
     transfer = resolve(weight_transfer, share_gpus)
     check(transfer, share_gpus)
-    return Plan(
-        serve=serve,
-        train=train,
-        tensor_parallel_size=sizes.tensor_parallel_size,
-        port=port,
-        group_port=group_port,
-        share_gpus=share_gpus,
-        gpu_memory_utilization=sizes.gpu_memory_utilization,
-        weight_transfer=transfer,
-        why=why,
-    )
-
-
-def _colocate(gpus: Sequence[Gpu], port: int, group_port: int, weight_transfer: str, why: str) -> Plan:
-    """The one-GPU plan: the trainer on the GPU with vLLM inside it (the server's settings refused by
-    check_no_server, and the weights' transport here: no server to send them to)."""
-    if weight_transfer != AUTO:
-        raise UsageError(
-            f"--weight-transfer {weight_transfer} ({Env.WEIGHT_TRANSFER}) sets how weights reach a vLLM "
-            "server, and the one-GPU plan for this model runs none (vLLM inside the trainer, colocate); add "
-            "--share-gpus to plan a server beside the trainer, or drop it."
-        )
-    return Plan(
-        serve=(),
-        train=tuple(gpus),
-        tensor_parallel_size=1,
-        port=port,
-        group_port=group_port,
-        gpu_memory_utilization=SHARED_MEMORY_FRACTION,  # TRL's colocate default share, which it keeps
-        colocate=True,
-        why=why,
-    )
+    return Plan(serve, train, tp, port, group_port, share_gpus, fraction, colocate, transfer, why)
 
 
 # The plan's settings, declared once for every command that takes them (`trlstack plan`, `trlstack slurm`).

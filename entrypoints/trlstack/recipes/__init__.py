@@ -5,8 +5,8 @@ Each recipe has a bundled YAML in TRL's config format beside this file. The keys
 `dest`s of its parser's options (`run.passthrough.accepted_keys`, from run/parsers.json, without importing
 TRL, which takes seconds and pulls in torch); `python -m trlstack.run.passthrough` regenerates that table from
 the installed TRL. The scripts themselves, and what runs beside them in each rank, are in rank/. This package
-imports nothing of trlstack but the variables' names and how their values are read (defaults.py,
-option_types.py): what reads the recipes sits above it.
+imports nothing of trlstack but the variables' names (defaults.py) and the error a user's mistake raises
+(errors.py): what reads the recipes sits above it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from trlstack.defaults import Env
+from trlstack.errors import UsageError
 
 # Every recipe's script runs through this module: a stop signal then ends it with a checkpoint (run.py).
 RUNNER = "trlstack.rank.run"
@@ -102,6 +105,16 @@ RECIPES: dict[str, Recipe] = {
         reward_kwargs=_REWARD_KWARGS,  # the rollout worker's _score_group: no trainer state, no loggers
     ),
 }
+
+
+def resolve_recipe(name: str | None) -> Recipe:
+    """The recipe `name` names; UsageError naming the choices for none or an unknown one."""
+    choices = ", ".join(RECIPES)
+    if not name:
+        raise UsageError(f"name a recipe: train RECIPE, one of {choices} (or set {Env.RECIPE}).")
+    if name not in RECIPES:
+        raise UsageError(f"unknown recipe {name!r}; choose one of {choices}.")
+    return RECIPES[name]
 
 
 def keys_from_trl(recipe: str) -> list[str]:

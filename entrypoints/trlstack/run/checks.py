@@ -1,45 +1,19 @@
-"""train's checks of its settings before anything starts: the recipe, contradictions between settings,
-several machines, and the server's GPUs against the trainer's."""
+"""train's checks of its settings before anything starts: contradictions between settings, several
+machines, and the server's GPUs against the trainer's."""
 
 from __future__ import annotations
 
 import urllib.parse
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from trlstack import addresses
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu, describe_indices
-from trlstack.models import check_local_path
 from trlstack.plan.rules import check_ports
-from trlstack.recipes import RECIPES, Recipe
+from trlstack.recipes import Recipe
 from trlstack.run import asynchronous
 from trlstack.run.settings import TrainSettings
-
-
-def resolve_recipe(name: str | None) -> Recipe:
-    choices = ", ".join(RECIPES)
-    if not name:
-        raise UsageError(f"name a recipe: train RECIPE, one of {choices} (or set {Env.RECIPE}).")
-    if name not in RECIPES:
-        raise UsageError(f"unknown recipe {name!r}; choose one of {choices}.")
-    return RECIPES[name]
-
-
-def check_paths(config: Mapping[str, Any], settings: TrainSettings, recipe: Recipe, source: str) -> None:
-    """Every local path the run trains with (its model, dataset and reward model) exists here: one that does
-    not is refused before anything starts, previews included, named as it was given."""
-    given = {
-        "model_name_or_path": (settings.model, f"--model ({Env.MODEL})"),
-        "dataset_name": (settings.dataset, f"--dataset ({Env.DATASET})"),
-    }
-    if recipe.reward_model_key:
-        given[recipe.reward_model_key] = (settings.reward_model, f"--reward-model ({Env.REWARD_MODEL})")
-    for key, (flag_value, flag) in given.items():
-        value = config.get(key)
-        if isinstance(value, str):
-            check_local_path(value, flag if flag_value else f"{key} in {source}")
 
 
 def check_resume_choice(settings: TrainSettings) -> None:
@@ -63,26 +37,26 @@ def check_contradictions(settings: TrainSettings, recipe: Recipe) -> None:
             f"--cpu runs without vLLM, but --vllm-mode {settings.vllm_mode} (or {Env.VLLM_MODE}) asks "
             "for it; drop one of the two."
         )
+    check_machines(settings)
     if settings.mode == "server":
         url = urllib.parse.urlsplit(settings.server_url)
         http = url.port or (443 if url.scheme == "https" else 80)
         check_ports({"the port of --vllm-url": http, "--group-port": settings.group_port})
-    check_machines(settings)
     asynchronous.check(settings, recipe)  # what a server-only recipe cannot do
 
 
-def check_job(settings: TrainSettings, mode: str, colocated_by: str, ranks: int | None) -> Recipe:
-    """The recipe of a job `trlstack slurm` writes, and the checks train makes on start that hold for every
-    node, made once on the submit host: --resume/--fresh, the ranks against the job's `mode` (cpu, server or
-    colocate; `colocated_by`: the flag that put vLLM in the trainers) and a server-only recipe's limits over
-    the job's trainer `ranks` (None: no GPUs)."""
-    recipe = resolve_recipe(settings.recipe)
+def check_job(
+    settings: TrainSettings, recipe: Recipe, mode: str, colocated_by: str, ranks: int | None
+) -> None:
+    """The checks train makes on start that hold for every node of a job `trlstack slurm` writes, made once
+    on the submit host: --resume/--fresh, the ranks against the job's `mode` (cpu, server or colocate;
+    `colocated_by`: the flag that put vLLM in the trainers) and a server-only recipe's limits over the job's
+    trainer `ranks` (None: no GPUs)."""
     check_resume_choice(settings)
     check_ranks(settings, mode, colocated_by)
     asynchronous.check(settings, recipe)
     if recipe.server_only and ranks is not None:
         asynchronous.sharding_for(ranks, settings.sharding)
-    return recipe
 
 
 def check_ranks(settings: TrainSettings, mode: str, colocated_by: str) -> None:

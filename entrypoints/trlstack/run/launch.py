@@ -15,7 +15,7 @@ from trlstack import addresses
 from trlstack.command import Command
 from trlstack.gpus import Gpu
 from trlstack.recipes import RUNNER
-from trlstack.run import stages, trl_config
+from trlstack.run import outputs, stages
 from trlstack.run.settings import TrainSettings
 
 ACCELERATE_NAME = "trlstack-accelerate.yaml"  # beside the merged TRL config in the output folder
@@ -57,7 +57,7 @@ def build_launch(
     )
     decided = stages.decide(run)
     processes, sharded = decided.accelerate["processes"], decided.accelerate["sharding"] == "fsdp2"
-    path = trl_config.merged_path(decided.config["output_dir"], run.recipe)
+    path = outputs.merged_path(Path(decided.config["output_dir"]), run.recipe.name)
     precision = stages.precision_of(decided.config)
     layout: dict[str, Any] | None = None
     if sharded:

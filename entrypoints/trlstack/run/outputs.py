@@ -94,6 +94,11 @@ class PreviousRun:
     config: Mapping[str, Any] | None  # None: not a YAML mapping, so what the run was is unknown
 
 
+def merged_path(output_dir: Path, recipe: str) -> Path:
+    """Where train writes the run's merged config in its output folder: trlstack-RECIPE.yaml."""
+    return output_dir / f"{MERGED_PREFIX}{recipe}{MERGED_SUFFIX}"
+
+
 def previous_run(output_dir: Path, recipe: str) -> PreviousRun | None:
     """The run in `output_dir` that left checkpoints or a model, by its merged config (this recipe's first);
     None for a folder that holds no such run, or only runs from before train wrote merged configs."""
@@ -108,7 +113,7 @@ def previous_run(output_dir: Path, recipe: str) -> PreviousRun | None:
     results = [path for path in entries if path not in configs]
     if not configs or not results:
         return None  # a run that stopped before it trained leaves nothing to continue
-    own = output_dir / f"{MERGED_PREFIX}{recipe}{MERGED_SUFFIX}"
+    own = merged_path(output_dir, recipe)
     path = own if own in configs else configs[0]
     return PreviousRun(path, path.name[len(MERGED_PREFIX) : -len(MERGED_SUFFIX)], _read(path))
 

@@ -1,7 +1,8 @@
-"""A task's reward functions checked as the trainer will use them: imported by the name the config gives
-(TRL's built-in names, or an import path found from the task folder first), held to the keywords the
-recipe's trainer passes, and called on real rows with stand-in completions. Each finding is a Problem that
-names the file (and the line), the function, and the fix.
+"""A task's reward functions checked as the trainer will use them (`check_rewards`, the task check's rewards
+step): imported by the name the config gives (TRL's built-in names, or an import path found from the task
+folder first), held to the keywords the recipe's trainer passes, and called on the rows the data step read,
+with stand-in completions. Each finding is a Problem that names the file (and the line), the function, and
+the fix.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from trlstack.reward_calls import (
     shown_path,
     source_file,
 )
+from trlstack.run.task_report import Problem, Report, Rows, Task
 
 # TRL's own reward functions by the names its scripts take, and the dataset columns each needs.
 BUILT_IN = {
@@ -38,18 +40,6 @@ BUILT_IN = {
 }
 # Stand-ins for what a model writes: nothing at all, a bare answer, and a worked one.
 COMPLETIONS = ("", "42", "Let me think step by step: 6 * 7 = 42. The answer is \\boxed{42}.")
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One thing that would fail the run: where (a file and line, or a config key), what, and the fix."""
-
-    where: str
-    what: str
-    fix: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.what}; {self.fix}."
 
 
 @dataclass(frozen=True)
@@ -237,3 +227,70 @@ def call_problem(reward: Reward, kwargs: dict[str, Any], root: Path, data: str) 
     if wrong is None:
         return None
     return Problem(reward.where(root), f"reward {reward.name} {wrong}", "fix what it returns")
+
+
+def check_rewards(found: Task, report: Report) -> None:
+    """Each reward the config names, imported as a training process imports it (the task folder first on
+    the path), held to what the trainer passes, then called on the rows the data step read."""
+    with importing_from(found.root):
+        rewards = _load_all(found, report)
+        _use(rewards, report.rows, found, report)
+
+
+def _load_all(found: Task, report: Report) -> list[Reward]:
+    names = found.config.get("reward_funcs") or []
+    if isinstance(names, str):
+        names = [names]
+    loaded = []
+    for name in names:
+        if name in BUILT_IN:
+            loaded.append(Reward(name, _built_in_stand_in(name)))
+            continue
+        reward = load(str(name), found.root, f"{found.where}: reward_funcs")
+        if isinstance(reward, Problem):
+            report.problems.append(reward)
+        else:
+            loaded.append(reward)
+    return loaded
+
+
+def _built_in_stand_in(name: str) -> Any:
+    """TRL's own reward by its signature only: the check holds the data to the columns it takes, and does not
+    import TRL (torch) to call it."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    parameters = [inspect.Parameter(column, keyword) for column in BUILT_IN[name]]
+    parameters.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD))
+
+    def built_in(**kwargs: Any) -> list[float]:
+        return [0.0] * len(kwargs["completions"])
+
+    built_in.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+    built_in.__name__ = name
+    return built_in
+
+
+def _use(rewards: list[Reward], data: Rows, found: Task, report: Report) -> None:
+    """Each reward held to what the trainer passes, then called on the rows read (where there are some)."""
+    recipe, root = found.recipe, found.root
+    callable_ = []
+    for reward in rewards:
+        problems = signature_problems(reward, recipe, data.columns, root)
+        report.problems += problems
+        if not problems and reward.name not in BUILT_IN:
+            callable_.append(reward)
+    if not rewards:
+        return
+    if data.rows is None or not data.rows:
+        report.checked.append(
+            f"rewards {', '.join(r.name for r in rewards)} imported, not called (no rows here)"
+        )
+        return
+    kwargs = call_kwargs(data.rows, recipe, int(found.config.get("max_steps") or 0))
+    for reward in callable_:
+        problem = call_problem(reward, kwargs, root, data.shown)
+        if problem is not None:
+            report.problems.append(problem)
+    calls = f"{len(data.rows)} rows x {len(COMPLETIONS)} completions"
+    report.checked.append(
+        f"rewards {', '.join(r.name for r in rewards)} ({len(callable_)} called on {calls})"
+    )

@@ -1,6 +1,8 @@
-"""The first rows of a local data file, read the way `datasets` would give them to a trainer, in milliseconds
-and without `datasets` or torch: JSON Lines, JSON and CSV with the standard library, Parquet and arrow (a
-saved `datasets` folder) with pyarrow where it is installed (the image has it; the light install does not).
+"""The first rows of a task's data, read the way `datasets` would give them to a trainer, in milliseconds and
+without `datasets` or torch: JSON Lines, JSON and CSV with the standard library, Parquet and arrow (a saved
+`datasets` folder) with pyarrow where it is installed (the image has it; the light install does not); and
+the task check's data step (`check_data`): each dataset the config names found, its first rows read and held
+to the columns the trainer reads.
 
 CSV values come as `datasets` types them (through pandas): whole numbers as int, other numbers as float, an
 empty field as None, the rest as text.
@@ -12,8 +14,14 @@ import csv
 import importlib.util
 import itertools
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from trlstack.recipes import Recipe
+from trlstack.reward_calls import shown_path
+from trlstack.run import task
+from trlstack.run.task_report import Problem, Report, Rows, Task
 
 Row = dict[str, Any]
 
@@ -136,3 +144,67 @@ def _arrow(path: Path, count: int) -> list[Row]:
             return rows
     except pyarrow.ArrowException as error:
         raise Unreadable(f"it is not a saved `datasets` arrow file ({error})") from None
+
+
+# The task check's data step --------------------------------------------------------------------------------
+
+
+def check_data(found: Task, report: Report) -> None:
+    """The first rows of each dataset the config names, checked for the columns the trainer reads; the first
+    read is kept in the report, for the rewards to be called on."""
+    first: Rows | None = None
+    for source in task.sources(found.config, found.root):
+        data = _read(source, found, report)
+        first = first or data
+    report.rows = first or Rows(None, None)
+
+
+def _read(source: task.Source, found: Task, report: Report) -> Rows:
+    key, root = f"{found.where}: {source.key}", found.root
+    if source.kind == "hub":
+        report.checked.append(
+            f"data {source.named} is not local: its rows are checked when the trainer loads it"
+        )
+        return Rows(None, None)
+    if source.kind == "missing":
+        fix = f"put it in the task folder {root} or fix the path (relative to the task folder)"
+        report.problems.append(Problem(key, f"the data {source.named} does not exist", fix))
+        return Rows(None, None)
+    if source.kind == "unknown" or not source.builder or not source.files:
+        what = f"data {source.named} holds no data file trlstack reads"
+        fix = "give JSON Lines (.jsonl), JSON, Parquet or CSV files, or a folder a Dataset was saved to"
+        report.problems.append(Problem(key, what, fix))
+        return Rows(None, None)
+    path = source.files[0]
+    shown = shown_path(path, root)
+    try:
+        read = first_rows(path, source.builder, found.row_count)
+    except NotHere as error:
+        report.checked.append(f"data {shown} not read: {error}")
+        return Rows(None, None)
+    except Unreadable as error:
+        report.problems.append(Problem(shown, f"{error}", f"fix the file, or give a .{source.builder} file"))
+        return Rows(None, None)
+    if not read:
+        report.problems.append(Problem(shown, "holds no rows", "give it at least one row per batch"))
+        return Rows(None, None)
+    columns = {column for row in read for column in row}
+    _columns(read, columns, found.recipe, shown, report)
+    report.checked.append(f"data {shown} (columns {', '.join(sorted(columns))})")
+    return Rows(read, columns, shown)
+
+
+def _columns(read: list[Row], columns: set[str], recipe: Recipe, shown: str, report: Report) -> None:
+    have = ", ".join(sorted(columns)) or "none"
+    for column in recipe.columns:
+        if column not in columns:
+            what = f"no column {column}, which the {recipe.name} trainer reads (its columns: {have})"
+            fix = f"name the column of prompts `{column}`: a text, or a list of chat messages"
+            report.problems.append(Problem(shown, what, fix))
+    for number, row in enumerate(read, 1):
+        prompt = row.get("prompt")
+        chat = isinstance(prompt, list) and all(isinstance(m, Mapping) and "content" in m for m in prompt)
+        if "prompt" in row and not (isinstance(prompt, str) or (chat and prompt)):
+            what = f"row {number}: prompt is {type(prompt).__name__}"
+            fix = 'give a text, or chat messages ([{"role": "user", "content": ...}])'
+            report.problems.append(Problem(shown, what, fix))

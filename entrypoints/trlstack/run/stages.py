@@ -32,10 +32,11 @@ from trlstack.errors import UsageError
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id
 from trlstack.plan import memory, vllm_fraction
 from trlstack.plan.rules import check_trainer_room
-from trlstack.recipes import Recipe
+from trlstack.recipes import Recipe, resolve_recipe
 from trlstack.run import asynchronous, sharding, task, trl_config
-from trlstack.run.checks import check_contradictions, check_paths, resolve_recipe
+from trlstack.run.checks import check_contradictions
 from trlstack.run.mode import choose_mode
+from trlstack.run.passthrough import script_args
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
 from trlstack.run.weight_transfer import weight_transfer
@@ -112,15 +113,16 @@ class Run:
 def make_run(settings: TrainSettings, user_config: Mapping[str, Any], source: str, gpus: Sequence[Gpu],
              *machine: Any) -> Run:  # fmt: skip
     """The run the stages decide on: vLLM's mode decided for its GPUs (run/mode.py), its settings checked,
-    the user's config checked against the recipe, with train's overrides and the output folder, and the
-    local paths it names checked to exist (`machine`: Run's fields from `checkpoint` on); UsageError naming
-    what is wrong, before anything starts."""
+    the arguments after `--` checked, the user's config checked against the recipe, with train's overrides
+    and the output folder, and the local paths it names checked to exist (`machine`: Run's fields from
+    `checkpoint` on); UsageError naming what is wrong, before anything starts."""
     recipe = resolve_recipe(settings.recipe)
     bare = Run(settings, recipe, {}, {}, source, tuple(gpus), *machine)  # this machine, before the run
     settings, notes = choose_mode(settings, recipe, len(gpus), bare.model_config)
     check_contradictions(settings, recipe)
-    config, seen = trl_config.run_config(settings, user_config, recipe, source)
-    check_paths(config, settings, recipe, source)
+    script = script_args(settings.extra, recipe.name, trl_config.TAKEN, "train")
+    config, seen = trl_config.run_config(settings, user_config, recipe, source, script)
+    trl_config.check_paths(config, settings, recipe, source)
     return replace(bare, settings=settings, config=config, seen=seen, notes=tuple(notes))
 
 

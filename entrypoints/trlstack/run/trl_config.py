@@ -1,7 +1,7 @@
 """The run's TRL config: the user's YAML in TRL's format, checked against the recipe's keys, with train's
-overrides (--model, --dataset, --reward-model) and the smoke run's keys (`run_config`), later merged with what
-the launch stages decide for the machine (vLLM mode, precision, attention, resume), and written where the run
-writes.
+overrides (--model, --dataset, --reward-model) and the smoke run's keys (`run_config`), the local paths it
+names checked to exist (`check_paths`), later merged with what the launch stages decide for the machine (vLLM
+mode, precision, attention, resume), and written where the run writes (outputs.merged_path).
 
 The user's file is never modified; train writes the merged copy into output_dir, atomically. YAML is imported
 only where a file is read or written, so that `--help` does not pay for it.
@@ -17,12 +17,10 @@ from typing import Any
 
 from trlstack.defaults import Env
 from trlstack.errors import UsageError
+from trlstack.models import check_local_path
 from trlstack.recipes import Recipe
 from trlstack.run import passthrough
-from trlstack.run.outputs import MERGED_PREFIX, MERGED_SUFFIX
 from trlstack.run.settings import TrainSettings
-
-MERGED_NAME = f"{MERGED_PREFIX}{{recipe}}{MERGED_SUFFIX}"  # trlstack-RECIPE.yaml
 
 # TRL settings (argparse dests) train decides itself, and what to do instead; given after `--` they would
 # override it unseen.
@@ -72,12 +70,10 @@ def load_config(path: Path) -> dict[str, Any]:
     return config
 
 
-def unknown_keys(
-    config: Mapping[str, Any], recipe: Recipe, accepted: frozenset[str] | None = None
-) -> list[str]:
-    """Each key of `config` the recipe's script would not accept (`accepted`: its fields), with the nearest
-    valid name where one is close: `lerning_rate (did you mean learning_rate?)`."""
-    accepted = passthrough.accepted_keys(recipe.name) if accepted is None else accepted
+def unknown_keys(config: Mapping[str, Any], accepted: frozenset[str]) -> list[str]:
+    """Each key of `config` the recipe's script would not accept (`accepted`: its fields,
+    passthrough.accepted_keys), with the nearest valid name where one is close: `lerning_rate (did you mean
+    learning_rate?)`."""
     described = []
     for key in sorted(set(config) - accepted):
         near = difflib.get_close_matches(key, accepted, n=1)
@@ -85,11 +81,10 @@ def unknown_keys(
     return described
 
 
-def check_keys(
-    config: Mapping[str, Any], recipe: Recipe, source: str, accepted: frozenset[str] | None = None
-) -> None:
-    """UsageError naming every key the recipe's script would not accept, with the nearest valid names."""
-    unknown = unknown_keys(config, recipe, accepted)
+def check_keys(config: Mapping[str, Any], recipe: Recipe, source: str, accepted: frozenset[str]) -> None:
+    """UsageError naming every key the recipe's script would not accept (`accepted`: its fields), with the
+    nearest valid names."""
+    unknown = unknown_keys(config, accepted)
     if unknown:
         raise UsageError(
             f"{source} has keys the {recipe.name} script does not accept: {', '.join(unknown)}. "
@@ -138,10 +133,6 @@ def _value(raw: str) -> Any:
         return yaml.safe_load(raw)
     except yaml.YAMLError:
         return raw
-
-
-def merged_path(output_dir: str, recipe: Recipe) -> Path:
-    return Path(output_dir) / MERGED_NAME.format(recipe=recipe.name)
 
 
 def render(config: Mapping[str, Any], source: str) -> str:
@@ -195,15 +186,13 @@ def run_config(
     user_config: Mapping[str, Any],
     recipe: Recipe,
     source: str,
-    taken: Mapping[str, str] = TAKEN,
-    role: str = "train",
+    script: passthrough.ScriptArgs,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """The config that says what the run is, and the same as the recipe's script will see it (the values
-    given after `--` over the file's, for what is weighed on them): the user's, checked against the recipe,
-    with --model, --dataset, --reward-model and --output-dir applied, and the smoke run's keys with --cpu
-    (not yet train's choices for the machine); UsageError naming unknown keys and what is missing, and
-    arguments after `--` that would set what `role` sets itself (`taken`)."""
-    script = passthrough.script_args(settings.extra, recipe.name, taken, role)
+    given after `--` over the file's, for what is weighed on them): the user's, checked against the recipe
+    (`script`: the arguments after `--` as passthrough.script_args checked them, and the keys the script
+    accepts), with --model, --dataset, --reward-model and --output-dir applied, and the smoke run's keys with
+    --cpu (not yet train's choices for the machine); UsageError naming unknown keys and what is missing."""
     check_keys(user_config, recipe, source, script.accepted)
     config = dict(user_config)
     overrides = {
@@ -222,6 +211,21 @@ def run_config(
         config.update(SMOKE, **SMOKE_BY_RECIPE[recipe.name])
     config["output_dir"] = settings.output_dir or config.get("output_dir") or f"outputs/{recipe.name}"
     return config, _seen(config, script.passed)
+
+
+def check_paths(config: Mapping[str, Any], settings: TrainSettings, recipe: Recipe, source: str) -> None:
+    """Every local path the run trains with (its model, dataset and reward model) exists here: one that does
+    not is refused before anything starts, previews included, named as it was given."""
+    given = {
+        "model_name_or_path": (settings.model, f"--model ({Env.MODEL})"),
+        "dataset_name": (settings.dataset, f"--dataset ({Env.DATASET})"),
+    }
+    if recipe.reward_model_key:
+        given[recipe.reward_model_key] = (settings.reward_model, f"--reward-model ({Env.REWARD_MODEL})")
+    for key, (flag_value, flag) in given.items():
+        value = config.get(key)
+        if isinstance(value, str):
+            check_local_path(value, flag if flag_value else f"{key} in {source}")
 
 
 def _check_tree_attention(config: Mapping[str, Any], source: str) -> None:

@@ -10,7 +10,9 @@ Details: slurm/README.md. Check, then render:
 - `render`, `roles`, `shell`: the script, a pure function of the Job; its fixed parts are the shell files
   `prepare.sh` (each node's check, `node-check.sh`, inserted in it) and `supervise.sh` beside these modules;
 - `host`: the checks of the submit host (shared storage, sbatch, the runtime);
-- `command`: the command line, and writing, printing (--dry-run) or submitting (--submit) the script.
+- `run_folder`: the run's folder made ready on the submit host (room for a checkpoint, another run in it);
+- `delivery`: the script printed (--dry-run), written, or written and submitted (--submit);
+- `command`: the command line, and the command's steps in order (`run`).
 """
 
 from trlstack.commands.slurm.command import add_arguments, run

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,11 @@ from trlstack.commands.slurm.settings import RUNTIMES, SERVER_SETTINGS, SlurmSet
 from trlstack.errors import UsageError
 from trlstack.models import read_config
 from trlstack.plan.rules import attention_heads, check_ports
-from trlstack.recipes import RECIPES, Recipe
+from trlstack.recipes import Recipe, resolve_recipe
 from trlstack.roles.serve import settings as serve
-from trlstack.run import checks as train_checks
 from trlstack.run import task, trl_config
-from trlstack.run.passthrough import VLLM, check_passthrough, receiver
+from trlstack.run.checks import check_job
+from trlstack.run.passthrough import VLLM, check_passthrough, receiver, script_args
 
 INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
 
@@ -52,12 +53,17 @@ _CHECKED = object()  # held by `check` alone: a Job made anywhere else is refuse
 @dataclass(frozen=True)
 class Job:
     """A job that passed every check: its settings (train's model the run's, which both roles get), its
-    layout, its recipe and the run's config. Only `check` makes one."""
+    layout, its recipe and the run's config, and where that config came from: the file (`source`), the
+    folder its paths are relative to (`root`: the task's, else the working folder) and the model's
+    config.json (None: not readable here). Only `check` makes one."""
 
     settings: SlurmSettings
     layout: Layout
     recipe: Recipe
     config: dict[str, Any]
+    source: Path = Path()
+    root: Path = Path()
+    model_config: Mapping[str, Any] | None = None
     made_by: object = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -69,48 +75,39 @@ class Job:
 
 def check(settings: SlurmSettings) -> Job:
     """The checked job; UsageError naming the fix for a request that cannot run. The run is checked as train
-    checks it on start, with the same code: its settings, its config, the arguments passed on to TRL and
-    vLLM."""
+    checks it on start, with the same code: its config, the arguments passed on to TRL and vLLM, its
+    settings against the layout, which the plan makes with the attention heads of the run's model."""
     _check_request(settings)
-    layout = make_layout(settings)
-    if settings.vllm_args and not layout.serve_nodes:
-        raise UsageError(
-            "--vllm-args go to the server node's `vllm serve`, and with --serve-nodes 0 there is none; drop "
-            "them."
-        )
-    if layout.mode == "colocate" and getattr(RECIPES.get(settings.recipe), "server_only", False):
-        raise UsageError(
-            f"--serve-nodes 0 puts vLLM inside every trainer, but {settings.recipe} generates only through a "
-            "vLLM server (TRL's AsyncGRPOTrainer sends it requests while it trains); use --serve-nodes 1."
-        )
     # the run as train takes it: the job's recipe, and the arguments after `--` for the TRL script
     train = replace(settings.train, recipe=settings.recipe, extra=list(settings.train_args))
-    ranks = None if layout.gpus_per_node is None else layout.gpus_per_node * layout.train_nodes
-    recipe = train_checks.check_job(
-        train, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu
-    )
-    source = task.config_path(train, recipe)
-    config, _ = trl_config.run_config(
-        train, trl_config.load_config(source), recipe, str(source), TRAIN_TAKEN, "trlstack slurm"
-    )
+    recipe = resolve_recipe(train.recipe)
+    script = script_args(train.extra, recipe.name, TRAIN_TAKEN, "trlstack slurm")
     check_passthrough(settings.vllm_args, receiver(VLLM), SERVER_TAKEN, "serve-vllm", "in --vllm-args")
+    source, root = task.config_path(train, recipe), task.base_folder(train, Path.cwd())
+    config, _ = trl_config.run_config(train, trl_config.load_config(source), recipe, str(source), script)
     config.update(task.task_launch(train, config, {}, Path.cwd())[0])  # the task's paths absolute
     model = config.get("model_name_or_path")  # the run's: both roles get it
     if model != settings.train.model:
         settings = replace(settings, train=replace(settings.train, model=model))
-    heads = attention_heads(read_config(str(model), os.environ)) if model else None
-    if layout.plan is not None and settings.num_heads is None and heads is not None:
-        layout = make_layout(replace(settings, num_heads=heads))  # the heads of the model's config.json
-    return Job(settings, layout, recipe, config, _CHECKED)
+    model_config = read_config(str(model), os.environ) if model else None
+    heads = settings.num_heads if settings.num_heads is not None else attention_heads(model_config)
+    layout = make_layout(replace(settings, num_heads=heads))  # the heads of the model's config.json
+    ranks = None if layout.gpus_per_node is None else layout.gpus_per_node * layout.train_nodes
+    check_job(train, recipe, layout.mode, "--serve-nodes 0", ranks and ranks * train.ranks_per_gpu)
+    return Job(settings, layout, recipe, config, source, root, model_config, _CHECKED)
 
 
 def _check_request(settings: SlurmSettings) -> None:
-    """What the request's own values allow, before the layout: runtime and image, ports, shared paths,
-    the network interface, binds and the stop's grace."""
+    """What the request's own values allow, before the layout: runtime and image, the server's arguments,
+    shared paths, the network interface, binds, the stop's grace and the time limit, then the ports."""
     if settings.runtime not in RUNTIMES:
         raise UsageError(f"--runtime {settings.runtime!r}: choose one of {', '.join(RUNTIMES)}.")
-    _check_ports(settings)
     _check_image(settings)
+    if settings.vllm_args and not settings.serve_nodes:
+        raise UsageError(
+            "--vllm-args go to the server node's `vllm serve`, and with --serve-nodes 0 there is none; drop "
+            "them."
+        )
     for name, path in (("--output-dir", settings.output_dir), ("--cache-dir", settings.cache)):
         if not path.startswith("/"):
             raise UsageError(f"{name} {path} must be an absolute path on storage every node shares.")
@@ -130,9 +127,6 @@ def _check_request(settings: SlurmSettings) -> None:
             "would stop to requeue itself as soon as it started. Give a longer --time (or a shorter "
             "--stop-grace, at least 30)."
         )
-
-
-def _check_ports(settings: SlurmSettings) -> None:
     ports = settings.ports
     check_ports(
         {

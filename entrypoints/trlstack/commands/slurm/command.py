@@ -1,19 +1,20 @@
 """The command line of `trlstack slurm`: its flags as the settings declare them, the settings read from them,
-and what it does with the script: print it (--dry-run), write it, or write and submit it (--submit)."""
+and the command's steps in order (`run`), each done by its own module: the job checked, its script rendered,
+the submit host and the task checked, the run folder made ready, the script printed (--dry-run), written, or
+written and submitted (--submit)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import subprocess
 import sys
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 
-from trlstack.commands.slurm.checks import Job, check
-from trlstack.commands.slurm.host import folder_checks, host_checks
+from trlstack.commands.slurm.checks import check
+from trlstack.commands.slurm.delivery import Delivery, deliver, say
+from trlstack.commands.slurm.host import check_host
 from trlstack.commands.slurm.render import render
+from trlstack.commands.slurm.run_folder import ready_run_folder
 from trlstack.commands.slurm.settings import (
     DECIDED_ONCE,
     IMAGE,
@@ -25,30 +26,12 @@ from trlstack.commands.slurm.settings import (
     JobPorts,
     SlurmSettings,
 )
-from trlstack.errors import UsageError
-from trlstack.files import write_atomically
-from trlstack.options import add_settings, flag, settings_from, switch
+from trlstack.options import add_settings, settings_from
 from trlstack.roles.serve.settings import ServeSettings
-from trlstack.run import outputs, task
+from trlstack.run import task
 from trlstack.run.passthrough import split_extra
-from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
 from trlstack.run.task_check import require_task
-
-
-@dataclass(frozen=True)
-class Delivery:
-    """What becomes of the script: printed (dry_run), or written to `output` and maybe submitted."""
-
-    dry_run: bool = switch(
-        None,
-        "print the script, write and submit nothing (the job's folders are checked as for writing; the "
-        "image and this host's tools, sbatch and the runtime, when writing)",
-    )
-    submit: bool = switch(None, "write the script and submit it with sbatch")
-    output: str | None = flag(
-        "script file", None, metavar="FILE", aliases=("-o",), shown="OUTPUT_DIR/NAME.sbatch"
-    )
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,100 +100,19 @@ def read_settings(args: argparse.Namespace) -> tuple[SlurmSettings, Delivery]:
     return settings, settings_from(Delivery, args)
 
 
-def say(message: str) -> None:
-    print(f"trlstack slurm: {message}", file=sys.stderr, flush=True)
-
-
 def run(args: argparse.Namespace) -> int:
+    """The job checked, its script rendered, the submit host checked (a dry run's folders only), the task
+    checked as train checks it, the run folder made ready, then the script printed, written or submitted."""
     settings, delivery = read_settings(args)
     job = check(settings)
     text = render(job)
-    path = Path(delivery.output or f"{settings.output_dir}/{settings.name}.sbatch")
     # A dry run refuses what writing would refuse of the job's folders, the run already in its run folder
     # included, and moves nothing.
-    folder_checks(settings, path)
-    check_task(job)
-    if delivery.dry_run:
-        settle_run_folder(job, move=False)
-        sys.stdout.write(text)
-        return 0
-    host_checks(settings, submit=delivery.submit)
-    room_on_storage(job)
-    settle_run_folder(job, move=True)
-    write_script(settings, path, text)
-    if not delivery.submit:
-        print(f"trlstack slurm: wrote {path}; submit it with: sbatch {shlex.quote(str(path))}")
-        return 0
-    return submit(settings, path)
-
-
-def check_task(job: Job) -> None:
-    """The task check train runs when it starts, here, before anything is queued: a broken task is refused
-    in seconds, not on every trainer once the job runs."""
-    source = task.config_path(job.settings.train, job.recipe)
-    root = task.base_folder(job.settings.train, Path.cwd())
-    report = require_task(job.config, job.recipe, source, root, "task check")
-    if job.settings.train.task:
+    check_host(settings, delivery.script(settings), delivery.dry_run, delivery.submit)
+    # The task check train runs when it starts, here, before anything is queued: a broken task is refused in
+    # seconds, not on every trainer once the job runs.
+    report = require_task(job.config, job.recipe, job.source, job.root, "task check")
+    if settings.train.task:
         say(report.text("task check"))
-
-
-def room_on_storage(job: Job) -> None:
-    """Refuse a run folder whose shared disk cannot hold one checkpoint, as each trainer would once the job
-    starts (run/space.py), before anything is queued; say so where the size is unknown here (a model this
-    host has not cached)."""
-    from trlstack import models
-    from trlstack.run import space
-
-    model = job.config.get("model_name_or_path")
-    model_config = models.read_config(str(model), os.environ) if model else None
-    need, how = space.checkpoint_bytes(job.config, model_config)
-    run_dir = Path(job.settings.run_dir)
-    warning = space.room_for_checkpoint(run_dir, space.free_space(run_dir), need, how, "--output-dir")
-    if warning:
-        say(f"{warning}; each trainer checks again before it starts")
-
-
-def settle_run_folder(job: Job, move: bool) -> None:
-    """A different run in the run folder is refused now, not on every trainer once the job starts; --fresh
-    moves it aside here, once (never deleted; `move` False: a dry run, which only says so), --resume lets the
-    trainers continue it."""
-
-    run_dir = Path(job.settings.run_dir)
-    aside = previous_run_to_move(job.settings.train, run_dir, job.recipe, job.config, say)
-    if aside is not None and move:
-        outputs.move_aside(run_dir, aside)
-        say(f"moved {run_dir} to {aside}; nothing in it was changed or deleted")
-    elif aside is not None:
-        say(f"a dry run: {run_dir} stays where it is")
-
-
-def write_script(settings: SlurmSettings, path: Path, text: str) -> None:
-    try:
-        # Slurm cannot create the log's folder itself: a job whose --output folder is missing fails unseen.
-        Path(settings.output_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise UsageError(
-            f"cannot make the output folder {settings.output_dir} ({error.strerror}); choose a writable "
-            "--output-dir."
-        ) from None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, text)
-    except OSError as error:
-        raise UsageError(
-            f"cannot write {path} ({error.strerror}); choose a writable --output (or --output-dir)."
-        ) from None
-
-
-def submit(settings: SlurmSettings, path: Path) -> int:
-    done = subprocess.run(["sbatch", "--parsable", str(path)], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UsageError(f"sbatch refused {path}: {done.stderr.strip()}")
-    job = done.stdout.strip().split(";")[0]
-    log = f"{settings.output_dir.rstrip('/')}/{settings.name}-{job}.out"
-    print(job)
-    print(
-        f"trlstack slurm: submitted {path} as job {job}; watch: squeue -j {job}; tail -f {log}",
-        file=sys.stderr,
-    )
-    return 0
+    ready_run_folder(job, delivery.dry_run)
+    return deliver(settings, delivery, text)

@@ -43,6 +43,14 @@ def node_local(path: str, mounts: str | None = None) -> str | None:
     return None
 
 
+def check_host(settings: SlurmSettings, script: Path, dry_run: bool, submit: bool) -> None:
+    """Every check of the submit host: the job's folders (a dry run's too), then, unless a dry run, the image
+    and the tools to write and submit the script; UsageError naming the fix."""
+    folder_checks(settings, script)
+    if not dry_run:
+        host_checks(settings, submit=submit)
+
+
 def folder_checks(settings: SlurmSettings, script: Path, mounts: str | None = None) -> None:
     """The job's folders, for a dry run and a write alike: the output and cache folders shared between nodes,
     the script a file; UsageError naming the fix."""

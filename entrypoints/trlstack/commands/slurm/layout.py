@@ -8,6 +8,7 @@ from trlstack.commands.slurm.settings import SlurmSettings
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import Plan, make_plan
+from trlstack.recipes import RECIPES
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,12 @@ def make_layout(settings: SlurmSettings) -> Layout:
         raise UsageError("name the GPUs of each node: --gpus-per-node G (e.g. 8), or --cpu for a smoke run.")
     g = settings.gpus_per_node
     if not settings.serve_nodes:
+        if getattr(RECIPES.get(settings.recipe), "server_only", False):
+            raise UsageError(
+                f"--serve-nodes 0 puts vLLM inside every trainer, but {settings.recipe} generates only "
+                "through a vLLM server (TRL's AsyncGRPOTrainer sends it requests while it trains); use "
+                "--serve-nodes 1."
+            )
         return Layout(0, train_nodes, g, None)
     # The plan over every GPU of the job: the server node's GPUs serve, the trainer nodes' GPUs train.
     cluster = [Gpu(index) for index in range(settings.nodes * g)]

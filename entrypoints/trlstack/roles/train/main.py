@@ -13,12 +13,13 @@ from trlstack.command import require_program
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
+from trlstack.recipes import resolve_recipe
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.preflight import check_served_model, say
 from trlstack.run import outputs, space, task
 from trlstack.run.checkpoints import newest_checkpoint
-from trlstack.run.checks import check_overlap, resolve_recipe
+from trlstack.run.checks import check_overlap
 from trlstack.run.launch import Launch, build_launch, render
 from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
