@@ -57,8 +57,11 @@ def test_one_gpu_runs_only_the_trainer_with_vllm_inside_it(one_gpu, method):
         assert key not in trainer, key
     mounted = {v["source"]: v["target"] for v in trainer["volumes"] if v["type"] == "volume"}
     assert mounted == CACHES and set(model["volumes"]) == set(CACHES)
-    (outputs,) = [v for v in trainer["volumes"] if v["type"] == "bind"]
+    outputs, task = [v for v in trainer["volumes"] if v["type"] == "bind"]
     assert (outputs["source"], outputs["target"]) == (str(REPO / "outputs"), "/outputs")
+    # no task folder in this .env: /dev/null stands in, read-only, and train is told none
+    assert (task["source"], task["target"], task["read_only"]) == ("/dev/null", "/task", True)
+    assert not env.get("TRLSTACK_TASK")
     assert trainer["secrets"] == [{"source": "hf_token", "target": SECRET}]
     assert trainer["restart"].startswith("on-failure") and trainer["stop_grace_period"] == "5m0s"
     check = model["services"]["plan-check"]
@@ -80,7 +83,9 @@ def test_async_grpo_and_vllm_wait_for_a_check_that_refuses(one_gpu):
         assert check["command"] == ["trlstack", "plan", "--check", "--service", service]
         assert check["environment"]["TRLSTACK_VARIANT"] == "colocate"
         assert check["network_mode"] == "none" and check["restart"] == "no"
-        assert "deploy" not in check and "volumes" not in check
+        assert "deploy" not in check
+        # at most the task folder, read-only, which `up vllm` mounts in every layout; no cache, no outputs
+        assert all(v["target"] == "/task" and v["read_only"] for v in check.get("volumes", []))
 
 
 def test_env_lines_for_two_colocated_ranks_on_the_gpu_reach_the_trainer(one_gpu, tmp_path):

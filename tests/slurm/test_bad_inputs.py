@@ -17,7 +17,8 @@ BAD = [
     ),
     (
         ["--nodes", "2", "--gpus-per-node", "8", "--tensor-parallel-size", "3", "--runtime", "none"],
-        "--tensor-parallel-size 3 does not divide the 8 serving GPUs; choose one of 1, 2, 4, 8",
+        "--tensor-parallel-size 3 (TRLSTACK_TENSOR_PARALLEL_SIZE) does not divide the 8 serving GPUs "
+        "(the server node's 8 GPUs: --gpus-per-node 8); choose one of 1, 2, 4, 8",
     ),
     (
         ["--nodes", "2", "--cpu", "--runtime", "apptainer", "--image", "/shared/missing.sif"],

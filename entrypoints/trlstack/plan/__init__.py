@@ -302,6 +302,7 @@ def make_plan(
     gpu_memory_utilization: float | None = None,
     weight_transfer: str = AUTO,
     parameters: int | None = None,
+    where: str | None = None,
 ) -> Plan:
     """Split `gpus` between the vLLM server and the trainer; a bad request raises UsageError naming the fix.
 
@@ -312,7 +313,8 @@ def make_plan(
     set for both. vLLM runs data-parallel replicas of `tensor_parallel_size` GPUs each (default 1: one replica
     per GPU) over exactly its GPUs, on `gpu_memory_utilization` of each GPU's memory (vllm_fraction): the
     layout's rules are plan/rules.py's, which every other entry checks too. The weights go through
-    `weight_transfer` (transfer.resolve: auto is CUDA IPC where the GPUs are shared, else NCCL).
+    `weight_transfer` (transfer.resolve: auto is CUDA IPC where the GPUs are shared, else NCCL). `where`:
+    the serving GPUs in the words of the entry that asked (default: --serve-gpus as plan takes it).
     """
     _check_request(gpus, tensor_parallel_size, num_heads)
     asked = serve_count is not None or serve_gpus is not None or train_gpus is not None
@@ -338,7 +340,7 @@ def make_plan(
             group_port=group_port,
             num_heads=num_heads,
         )
-        sizes = check_layout(layout, FLAGS)
+        sizes = check_layout(layout, FLAGS, where)
         tp, fraction = sizes.tensor_parallel_size, sizes.gpu_memory_utilization
     if colocate:  # and no server to push the weights to
         check_without_server(weight_transfer, "the one-GPU plan for this model")

@@ -136,14 +136,12 @@ def layout(run: Run) -> Part:
     settings = run.settings
     env, notes = rank_sharing(settings)
     notes = [*run.notes, *notes]
-    launch = {"processes": run.processes}
-    if settings.cpu:
-        return Part(env=env, notes=notes, accelerate=launch)
-    env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
-    if settings.num_machines > 1:
+    if not settings.cpu:
+        env[Env.CUDA_DEVICE_ORDER] = PCI_BUS_ID  # CUDA numbers the GPUs as NVML, so `gpus` are CUDA's
+    if settings.num_machines > 1:  # on the CPU too: a smoke run across Slurm nodes meets so
         where = f"{settings.main_process_ip}:{settings.main_process_port}"
         notes.append(f"machine rank {settings.machine_rank} of {settings.num_machines}, meeting at {where}")
-    return Part(env=env, notes=notes, accelerate=launch)
+    return Part(env=env, notes=notes, accelerate={"processes": run.processes})
 
 
 def generation(run: Run) -> Part:

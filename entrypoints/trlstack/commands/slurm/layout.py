@@ -82,5 +82,6 @@ def make_layout(settings: SlurmSettings) -> Layout:
         num_heads=settings.num_heads,
         port=settings.ports.port,
         group_port=settings.ports.group_port,
+        where=f"the server node's {g} GPUs: --gpus-per-node {g}",
     )
     return Layout(1, train_nodes, g, plan)

@@ -181,6 +181,7 @@ def test_cpu_machines_run_one_process_each_through_torch_elastic():
         "--rdzv_backend", "static", *launch_tail(),
     ]  # fmt: skip
     assert launch.command.env == {"TRLSTACK_RANKS_PER_GPU": "1"}
+    assert "machine rank 1 of 2, meeting at node2:29700" in launch.notes  # the Slurm job's log shows it
 
 
 def test_transformers_own_save_on_sigterm_is_left_off_with_a_note():
