@@ -13,9 +13,10 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 
-from trlstack.addresses import host_addresses, resolved
+from trlstack import addresses
+from trlstack.addresses import resolved
 from trlstack.command import Command, exec_command
-from trlstack.defaults import LOOPBACK, VLLM_ENV, Env
+from trlstack.defaults import VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
 from trlstack.gpus import PCI_BUS_ID, Gpu, nccl_host_id, visible_gpus
 from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION
@@ -43,29 +44,18 @@ TRL_SERVER_FLAGS = (
 
 
 def check_bind(host: str, allow_public: bool, resolve: Callable[[str], list[str]] = resolved) -> None:
-    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights."""
-    if allow_public:
-        return
-    try:
-        addresses = host_addresses(host, resolve)
-    except OSError as error:
-        raise UsageError(
-            f"--host {host!r} does not resolve ({error.strerror or error}); give an IP address such as "
-            f"{LOOPBACK}."
-        ) from None
-    exposed = [a for a in addresses if a.is_unspecified or not (a.is_loopback or a.is_private)]
-    if exposed:
-        what = (
-            "every interface"
-            if any(a.is_unspecified for a in exposed)
-            else f"the public address {exposed[0]}"
-        )
-        raise UsageError(
+    """Refuse binds others could reach unless `allow_public`: dev mode lets any client replace weights. A
+    private network's address is allowed: a server on another host must be reachable by its trainers."""
+
+    def refusal(what: str) -> str:
+        return (
             f"--host {host} binds the server on {what}, and the VLLM_SERVER_DEV_MODE endpoints "
             "(weight updates) have no authentication. Bind 127.0.0.1 or a private network address "
             f"(e.g. the compose service name), or pass --allow-public-bind ({Env.ALLOW_PUBLIC_BIND}=1) "
             "only where a firewall or an unpublished container network keeps others out."
         )
+
+    addresses.check_bind(host, allow_public, refusal, private_ok=True, resolve=resolve)
 
 
 def parallel_sizes(settings: ServeSettings, gpu_count: int) -> tuple[int, int]:
