@@ -13,6 +13,9 @@ means, depending on how far the run is:
   own checkpointing (trainer_state.json last), and leave the loop; the script's final save is skipped;
 - finishing (the script's final save after the last step): complete it.
 
+Every trainer is also watched (rank/watch.py): its metrics carry where each step's time goes, the throughput,
+each rank's GPU memory peak and the vLLM server's metrics, and the log says how far the run is.
+
 The process then exits 0, so that no launcher (accelerate, torch elastic) reports a failure; `train`, which
 sent the signal, exits 128 + its number. transformers' own `enable_jit_checkpoint` is no substitute: it
 handles SIGTERM only, decides in each process alone (a save that is collective then hangs), and saves before
@@ -34,6 +37,7 @@ from types import FrameType
 from typing import Any
 
 from trlstack.defaults import Env
+from trlstack.rank import watch
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -109,6 +113,7 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
     def train_until_stopped(trainer: Any, *args: Any, **kwargs: Any) -> Any:
         callback = checkpoint_on_stop(trainer.accelerator)
         trainer.add_callback(callback)
+        watch.attach(trainer, say)
         handle_stop_signals()  # again: setting up the trainer may have replaced the handler
         STOP.phase = "training"
         output = train(trainer, *args, **kwargs)
@@ -177,6 +182,7 @@ def main(argv: list[str]) -> None:
     import transformers
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
+    watch.install()
     load_cpu_n_locations()
     if os.environ.get(Env.WEIGHT_PUSH_TIMEOUT):  # train bounds each weight push to vLLM in every rank
         from trlstack.rank import push_guard  # imports TRL's generation modules
