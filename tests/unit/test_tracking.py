@@ -32,7 +32,7 @@ def test_the_run_is_named_after_its_folder_so_a_restart_continues_it():
 def test_the_configs_own_names_win():
     config = {"output_dir": "o", "report_to": "trackio", "project": "mine", "run_name": "r1"}
     keys, env, notes = tracking(config, GRPO, "c.yaml")
-    assert keys == {}  # report_to chosen there: its Hub settings are the config's too
+    assert keys == {"trackio_static_space_id": False}  # no Space: none made on a Hub push either
     assert env == {"TRACKIO_DIR": "o/trackio"}
     assert "project mine, run r1" in notes[0]
 
@@ -47,7 +47,8 @@ def test_a_wandb_user_keeps_wandb(report_to):
 @pytest.mark.parametrize("report_to", [["trackio", "wandb"], "wandb,trackio", "all"])
 def test_trackio_beside_other_trackers_is_recorded_locally_too(report_to):
     keys, env, _ = tracking({"output_dir": "o", "report_to": report_to}, GRPO, "c.yaml")
-    assert env == {"TRACKIO_DIR": "o/trackio"} and keys == {"project": "grpo", "run_name": "o"}
+    assert env == {"TRACKIO_DIR": "o/trackio"}
+    assert keys == {"project": "grpo", "run_name": "o", "trackio_static_space_id": False}
 
 
 @pytest.mark.parametrize("report_to", ["none", [], None])
@@ -62,3 +63,9 @@ def test_report_to_is_read_in_each_spelling_trl_takes():
     assert trackers(" wandb , trackio ") == ["wandb", "trackio"]
     assert trackers(["tensorboard"]) == ["tensorboard"]
     assert trackers(None) == []
+
+
+@pytest.mark.parametrize("space", [{"trackio_space_id": "me/runs"}, {"trackio_static_space_id": "me/static"}])
+def test_a_space_the_config_names_is_left_to_it(space):
+    keys, _, _ = tracking({"output_dir": "o", "report_to": "trackio", **space}, GRPO, "c.yaml")
+    assert "trackio_static_space_id" not in keys

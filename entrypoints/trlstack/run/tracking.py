@@ -4,7 +4,8 @@ config names its own trackers (`report_to`: a wandb user keeps wandb; `none` rec
 With trackio, the ranks get TRACKIO_DIR=OUTPUT_DIR/trackio, so the metrics travel with the checkpoints; the
 project is the recipe and the run is named after the output folder, so a run that resumes (same folder)
 continues the same curves (transformers' callback opens the run with resume="allow"). No account and no
-network: no Space is named, and trackio's static Space on a Hub push is turned off unless the config asks.
+network: no Space is named, and trackio's static Space on a Hub push is turned off unless the config names a
+Space (trackio_space_id or trackio_static_space_id).
 `trlstack dashboard OUTPUT_DIR` serves the metrics live, `trlstack report OUTPUT_DIR` draws them.
 """
 
@@ -52,7 +53,7 @@ def tracking(
         return {}, {}, [note]
     keys: dict[str, Any] = {} if chosen else {"report_to": TRACKER}
     defaults: dict[str, Any] = {"project": recipe.name, "run_name": PurePath(output_dir).name or recipe.name}
-    if not chosen:  # trackio by our choice: nothing leaves the machine, not even on a Hub push
+    if "trackio_space_id" not in config:  # no Space asked for: nothing leaves the machine, not on a Hub push
         defaults["trackio_static_space_id"] = False
     keys.update({key: value for key, value in defaults.items() if key not in config})
     where = metrics_dir(output_dir)
