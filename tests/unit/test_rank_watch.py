@@ -1,6 +1,6 @@
 """rank/watch.py in one training process, with a real transformers Trainer on a toy model: every logging step
 carries the step split (its parts adding up to the step), the throughput, and the log says step N of M with
-the time left. (A real GRPO run's metrics: the image's CPU smoke and tests/gpu/test_watch.py.)"""
+the time left. (A real GRPO run's metrics: the image's CPU smoke and tests/gpu/test_watched_grpo.py.)"""
 
 from __future__ import annotations
 
