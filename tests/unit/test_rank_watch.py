@@ -88,3 +88,29 @@ def test_trls_profiling_points_count_to_their_part(installed, tmp_path):
     with profiling_context(trainer, "_calculate_rewards"):  # not a part: left to `other`
         pass
     assert set(split.current) == {"time/generation_s"}
+
+
+def test_trl_still_has_every_name_the_watch_times(monkeypatch):
+    """The watch times TRL's methods and profiling points by name: a TRL that renamed one would leave a part
+    silently at zero."""
+    import inspect
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    from trl import GRPOTrainer, RLOOTrainer
+    from trl.experimental.async_grpo import AsyncGRPOTrainer
+    from trl.experimental.online_dpo import OnlineDPOTrainer
+    from trl.generation.vllm_generation import VLLMGeneration
+    from trl.trainer import grpo_trainer
+
+    for owner, names in (
+        (VLLMGeneration, ("generate", "sync_weights")),
+        (OnlineDPOTrainer, ("_generate_vllm", "_move_model_to_vllm")),
+        (AsyncGRPOTrainer, ("_sync_weight", "compute_loss", "get_batch_samples", "_save_checkpoint")),
+        (GRPOTrainer, ("compute_loss", "get_batch_samples", "_save_checkpoint")),
+        (RLOOTrainer, ("compute_loss",)),
+    ):
+        for name in names:
+            assert callable(getattr(owner, name, None)), f"{owner.__name__}.{name}"
+    source = inspect.getsource(grpo_trainer)
+    for point in ("vLLM.generate", "transformers.generate", "sync_weights"):
+        assert f'profiling_context(self, "{point}")' in source, point

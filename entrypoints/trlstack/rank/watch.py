@@ -234,9 +234,12 @@ def install() -> None:
     """Once per process, before the recipe's script: Trainer.log adds the watched metrics, and TRL's
     profiling points count to the parts of the step."""
     import transformers
-    from trl.extras import profiling
 
     transformers.Trainer.log = with_watch(transformers.Trainer.log)
+    try:
+        from trl.extras import profiling
+    except ModuleNotFoundError:  # a script without TRL's trainers (or a stand-in for TRL): nothing to count
+        return
     profiling.ProfilingContext = profiled(profiling.ProfilingContext)
 
 
