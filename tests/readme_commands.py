@@ -204,6 +204,25 @@ EXERCISED: dict[str, Exercise] = {
         ),
         append='; rc=$?; rm -rf "$task"; exit $rc',
     ),
+    # README.md: watching a run
+    "trlstack dashboard outputs/grpo": Elsewhere(
+        "tests/image/test_watch.py::test_the_dashboard_shows_the_reward_curve_in_a_real_browser",
+        "the image's trlstack dashboard on a CPU run's folder, opened in headless Chromium",
+    ),
+    "uv run --extra dashboard trlstack dashboard outputs/grpo": Dry(
+        append=HELP,
+        cwd="repo",
+        needs_uv=True,
+        replace=(("uv run --extra", "uv run --frozen --isolated --extra"),),
+    ),
+    "uv run --extra report trlstack report outputs/grpo -o grpo.png": Elsewhere(
+        "tests/unit/commands/test_report.py::test_the_picture_is_drawn_with_the_report_extra",
+        "the same command on a recorded run (isolated: the checkout's environment stays as it is)",
+    ),
+    "trlstack report outputs/grpo --text": Elsewhere(
+        "tests/unit/commands/test_report.py::test_the_summary_says_how_far_the_run_got_and_where_its_time_went",
+        "the same command on a recorded run",
+    ),
     # README.md: one GPU
     "trlstack plan --share-gpus --format env -o .env": Dry(append="--gpus 1"),
     "train grpo --vllm-mode colocate": Dry(append="--gpus 1 --print-command"),
@@ -308,6 +327,9 @@ EXERCISED: dict[str, Exercise] = {
         append=HELP, cwd="repo"
     ),
     "python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json": Dry(
+        append=HELP, cwd="repo"
+    ),
+    "python bench/gpu_watch_overhead.py --out bench/results/gpu_watch_overhead.json --plot": Dry(
         append=HELP, cwd="repo"
     ),
     # nix/README.md: no nixpkgs where the tests run; the flake's outputs are checked offline

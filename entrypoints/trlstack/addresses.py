@@ -9,7 +9,8 @@ machine sends from to reach the server, which the kernel's routing table gives w
 `local_address_toward` and `is_local_address` are the side effects, for the defaults and for other launchers
 (a Slurm job sets VLLM_HOST_IP the same way). `host_addresses` reads an address or a name in every spelling
 (`0`, `::`, `::ffff:0.0.0.0` and a name that resolves to one are all the any-address), for the guards on what
-a role binds or dials.
+a role binds or dials; `check_bind` is the one guard on what a server binds (serve-vllm's API, the
+dashboard).
 """
 
 from __future__ import annotations
@@ -145,3 +146,32 @@ def trainer_host_ip(
             f"--vllm-url ({Env.VLLM_URL}), or give {flag} the address the server reaches this machine at."
         ) from None
     return address, f"the address this machine reaches {host} from"
+
+
+def check_bind(
+    host: str,
+    allow_public: bool,
+    refusal: Callable[[str], str],
+    private_ok: bool = True,
+    resolve: Callable[[str], list[str]] = resolved,
+) -> None:
+    """Refuse to bind `host` where others could reach it, unless `allow_public`: the any-address in any
+    spelling or a public address, and also a private network's address unless `private_ok`. `refusal` says
+    why, given what the bind would expose ("every interface", "the public address X"). UsageError."""
+    if allow_public:
+        return
+    try:
+        addresses = host_addresses(host, resolve)
+    except OSError as error:
+        raise UsageError(
+            f"--host {host!r} does not resolve ({error.strerror or error}); give an IP address such as "
+            f"{LOOPBACK}."
+        ) from None
+    kept = [a for a in addresses if a.is_loopback or (private_ok and a.is_private and not a.is_unspecified)]
+    reached = [a for a in addresses if a not in kept]
+    if reached:
+        if any(a.is_unspecified for a in reached):
+            what = "every interface"
+        else:
+            what = f"the {'network' if reached[0].is_private else 'public'} address {reached[0]}"
+        raise UsageError(refusal(what))

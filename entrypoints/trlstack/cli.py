@@ -46,6 +46,14 @@ MODULE_COMMANDS = {
         "write (or submit) an sbatch script that runs a recipe across Slurm nodes",
     ),
     "export": ("trlstack.commands.export", "turn the built image into an Apptainer .sif or an enroot .sqsh"),
+    "dashboard": (
+        "trlstack.commands.dashboard",
+        "serve a run's metrics live in a browser, on 127.0.0.1",
+    ),
+    "report": (
+        "trlstack.commands.report",
+        "draw a finished (or running) run's metrics as one picture, and sum them up in the terminal",
+    ),
 }
 
 

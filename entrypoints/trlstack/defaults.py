@@ -13,6 +13,7 @@ DEFAULT_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 LOOPBACK = "127.0.0.1"
 DEFAULT_VLLM_PORT = 8000  # vLLM's HTTP API
 DEFAULT_GROUP_PORT = 51216  # the NCCL group that moves weights from the trainer into vLLM
+DEFAULT_DASHBOARD_PORT = 7860  # `trlstack dashboard` (trackio's own default port)
 DEFAULT_MAIN_PROCESS_PORT = 29500  # where training machines meet (accelerate's and torchrun's default)
 DEFAULT_VLLM_URL = f"http://{LOOPBACK}:{DEFAULT_VLLM_PORT}"
 DEFAULT_HEALTH_TIMEOUT_S = 1800.0  # model download, weight loading, torch.compile and CUDA graphs
@@ -103,6 +104,10 @@ class Env(StrEnum):
     BUNDLE_WITH_PROJECT = "TRLSTACK_BUNDLE_WITH_PROJECT"
     BUNDLE_PROJECT = "TRLSTACK_BUNDLE_PROJECT"
     BUNDLE_PIP = "TRLSTACK_BUNDLE_PIP"
+    # Settings of `trlstack dashboard`, declared with their flags in commands/dashboard.py.
+    DASHBOARD_HOST = "TRLSTACK_DASHBOARD_HOST"
+    DASHBOARD_PORT = "TRLSTACK_DASHBOARD_PORT"
+    DASHBOARD_ALLOW_PUBLIC_BIND = "TRLSTACK_DASHBOARD_ALLOW_PUBLIC_BIND"
     # Settings of `trlstack tiny`, declared with their flags in commands/tiny.py.
     TINY_SEED = "TRLSTACK_TINY_SEED"
     TINY_ROWS = "TRLSTACK_TINY_ROWS"
@@ -172,6 +177,7 @@ class Env(StrEnum):
     HF_HUB_OFFLINE = "HF_HUB_OFFLINE"
     XDG_CACHE_HOME = "XDG_CACHE_HOME"
     KERNELS_CACHE = "KERNELS_CACHE"
+    TRACKIO_DIR = "TRACKIO_DIR"  # where trackio keeps a project's database (run/tracking.py)
     HOME = "HOME"
 
 

@@ -35,9 +35,9 @@ def one_gpu(docker_engine: str, plan_env: Callable[[int], Path]) -> Path:
 def test_one_gpu_runs_only_the_trainer_with_vllm_inside_it(one_gpu, method):
     compose = Compose(env_file=one_gpu, project="trlstack")
     model = compose.config(method)
-    assert set(model["services"]) == {"plan-check", method}  # no server
-    assert set(compose.config(profiles=[method])["services"]) == {"plan-check", method}
-    assert set(compose.config()["services"]) == {"plan-check"}
+    assert set(model["services"]) == {"plan-check", "dashboard", method}  # no server
+    assert set(compose.config(profiles=[method])["services"]) == {"plan-check", "dashboard", method}
+    assert set(compose.config()["services"]) == {"plan-check", "dashboard"}
     trainer = model["services"][method]
     env = trainer["environment"]
     assert trainer["command"] == ["train", method] and trainer["image"] == IMAGE
@@ -50,7 +50,8 @@ def test_one_gpu_runs_only_the_trainer_with_vllm_inside_it(one_gpu, method):
     (device,) = trainer["deploy"]["resources"]["reservations"]["devices"]
     assert (device["driver"], device["count"], device["capabilities"]) == ("nvidia", -1, ["gpu"])
     assert trainer["depends_on"] == {
-        "plan-check": {"condition": "service_completed_successfully", "required": True}
+        "plan-check": {"condition": "service_completed_successfully", "required": True},
+        "dashboard": {"condition": "service_started", "required": True},
     }
     # Nothing published, no host namespaces: no weights travel between containers.
     for key in ("ports", "expose", "network_mode", "ipc", "pid"):
@@ -102,7 +103,7 @@ def test_the_cpu_smoke_runs_in_the_colocate_layout_without_vllm(one_gpu):
     # --cpu replaces vLLM altogether: the smoke override clears the layout's colocate mode, which train --cpu
     # would refuse, and drops the GPU reservation.
     model = Compose(env_file=one_gpu, files=(COMPOSE_FILE, SMOKE_FILE)).config("grpo")
-    assert set(model["services"]) == {"plan-check", "tiny", "grpo"}
+    assert set(model["services"]) == {"plan-check", "tiny", "dashboard", "grpo"}
     trainer = model["services"]["grpo"]
     assert trainer["environment"]["TRLSTACK_CPU"] == "1"
     assert trainer["environment"]["TRLSTACK_VLLM_MODE"] == ""

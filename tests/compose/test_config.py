@@ -54,11 +54,12 @@ LAYOUT_IDS = [f"{method}-{variant}-{gpus}gpu" for method, variant, gpus in LAYOU
 def test_only_the_server_and_the_chosen_trainer_start(render, method, variant, gpus):
     # `docker compose up METHOD` names the trainer; its profile keeps the other trainers out. The plan check
     # runs once before both.
-    assert set(render(variant, gpus, method)["services"]) == {"plan-check", "vllm", method}
-    assert set(render(variant, gpus, profiles=[method])["services"]) == {"plan-check", "vllm", method}
-    assert set(render(variant, gpus)["services"]) == {"plan-check", "vllm"}
+    stack = {"plan-check", "vllm", "dashboard"}
+    assert set(render(variant, gpus, method)["services"]) == {*stack, method}
+    assert set(render(variant, gpus, profiles=[method])["services"]) == {*stack, method}
+    assert set(render(variant, gpus)["services"]) == stack
     everything = render(variant, gpus, profiles=["*"])["services"]
-    assert set(everything) == {"plan-check", "vllm", *METHODS}
+    assert set(everything) == {*stack, *METHODS}
     assert all(everything[name]["profiles"] == [name] for name in METHODS)
 
 
@@ -71,7 +72,12 @@ def test_roles_are_wired_for_training(render, plan_env, method, variant, gpus):
     # The trainer starts only once the plan is checked and the server answers /health, and restarts (resuming)
     # after a crash; the server starts only once the plan is checked.
     checked = {"plan-check": {"condition": "service_completed_successfully", "required": True}}
-    assert trainer["depends_on"] == {**checked, "vllm": {"condition": "service_healthy", "required": True}}
+    watched = {"dashboard": {"condition": "service_started", "required": True}}
+    assert trainer["depends_on"] == {
+        **checked,
+        **watched,
+        "vllm": {"condition": "service_healthy", "required": True},
+    }
     assert server["depends_on"] == checked
     assert trainer["command"] == ["train", method]
     assert trainer["environment"]["TRLSTACK_OUTPUT_DIR"] == f"/outputs/{method}"
@@ -144,7 +150,8 @@ def test_one_gpu_shared_on_purpose_and_each_role_knows_it(docker_engine, shared_
         assert server["environment"]["CUDA_VISIBLE_DEVICES"] == trainer["environment"]["CUDA_VISIBLE_DEVICES"]
     else:
         assert gpu_reservation(server)["device_ids"] == gpu_reservation(trainer)["device_ids"] == ["0"]
-    assert set(Compose(env_file=shared_gpu_env).config("grpo")["services"]) == {"plan-check", "vllm", "grpo"}
+    services = Compose(env_file=shared_gpu_env).config("grpo")["services"]
+    assert set(services) == {"plan-check", "vllm", "dashboard", "grpo"}
 
 
 @pytest.mark.parametrize("method", METHODS)

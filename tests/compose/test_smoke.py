@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from stacks import COMPOSE_FILE, SMOKE_FILE
+from trlstack.ports import free_port
 from trlstack.recipes import RECIPES, RUNNER
 
 pytestmark = pytest.mark.docker
@@ -94,6 +95,7 @@ def smoke_stack(project, image: str, outputs: Path, gpus: int = 2, **settings: s
         files=(COMPOSE_FILE, SMOKE_FILE),
         TRLSTACK_IMAGE=image,
         TRLSTACK_OUTPUTS=str(outputs),
+        TRLSTACK_DASHBOARD_PORT=str(free_port()),  # the host's loopback: one port per stack
         **settings,
     )
 
@@ -189,8 +191,10 @@ def test_trainer_killed_mid_run_resumes_when_brought_up_again(smoke, tmp_path):
     assert not state["Running"] and state["ExitCode"] == 137, state
     before = {step: fingerprint(path) for step, path in complete_checkpoints(run).items()}
     assert "resuming from" not in first_log.read_text()
-    # `up grpo` started the trainer, the plan check and the assets it needs, no server and no other trainer.
-    assert set(compose.run("ps", "--all", "--services").stdout.split()) == {"plan-check", "tiny", "grpo"}
+    # `up grpo` started the trainer, the plan check, the assets it needs and the dashboard, no server and no
+    # other trainer.
+    services = set(compose.run("ps", "--all", "--services").stdout.split())
+    assert services == {"plan-check", "tiny", "dashboard", "grpo"}
 
     # Brought up again, it resumes from the newest complete checkpoint and reaches the last step.
     since = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

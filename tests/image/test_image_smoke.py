@@ -70,6 +70,7 @@ def test_serve_vllm_without_gpu_exits_fast_and_clearly(trlstack_image: str) -> N
 NEEDS_THE_GPU_STACK = [
     "test_recipes.py",
     "test_recipes_run.py",
+    "test_rank_watch.py",
     "commands/test_tiny.py",
     "test_policy.py",
     "test_caches.py",

@@ -7,6 +7,7 @@ import socket
 
 import pytest
 from trlstack.addresses import (
+    check_bind,
     is_any_address,
     is_local_address,
     is_loopback,
@@ -136,3 +137,28 @@ def test_only_this_machines_addresses_are_local():
     assert is_local_address("localhost")
     assert not is_local_address(TEST_NET)
     assert not is_local_address("no-such-host.invalid")
+
+
+def refused(what: str) -> str:
+    return f"would serve on {what}"
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "0", "8.8.8.8"])
+def test_the_bind_guard_refuses_what_others_reach_unless_allowed(host):
+    with pytest.raises(UsageError, match="would serve on (every interface|the public address 8.8.8.8)"):
+        check_bind(host, False, refused)
+    check_bind(host, True, refused)
+
+
+def test_loopback_only_refuses_a_private_network_too():
+    check_bind("10.1.2.3", False, refused)  # serve-vllm's guard: another host's trainer must reach it
+    with pytest.raises(UsageError, match="would serve on the network address 10.1.2.3"):
+        check_bind("10.1.2.3", False, refused, private_ok=False)
+    check_bind("127.0.0.1", False, refused, private_ok=False)
+    check_bind("::1", False, refused, private_ok=False)
+    check_bind("localhost", False, refused, private_ok=False)  # resolved for real
+
+
+def test_a_name_is_judged_by_every_address_it_resolves_to():
+    with pytest.raises(UsageError, match="every interface"):
+        check_bind("anywhere", False, refused, resolve=lambda name: ["127.0.0.1", "::ffff:0.0.0.0"])

@@ -47,7 +47,7 @@ def test_bundled_configs_are_the_main_job(recipe):
     config = yaml.safe_load(recipe.bundled_config.read_text())
     assert config["model_name_or_path"] == DEFAULT_MODEL
     assert config["dataset_name"].startswith("trl-lib/")
-    assert config["report_to"] == "none"
+    assert config["report_to"] == "trackio"  # recorded in the output folder, nothing sent anywhere
     assert config["output_dir"] == f"outputs/{recipe.name}"
     assert config["save_steps"] > 0 and config["logging_steps"] > 0
     for name in config.get("reward_funcs", []):

@@ -14,6 +14,8 @@ means, depending on how far the run is:
 - finishing (the script's final save after the last step): complete it.
 
 A save the disk has no room for ends the run in every process, reported to train (rank/space.py).
+Every trainer is also watched (rank/watch.py): its metrics carry where each step's time goes, the throughput,
+each rank's GPU memory peak and the vLLM server's metrics, and the log says how far the run is.
 
 The process then exits 0, so that no launcher (accelerate, torch elastic) reports a failure; `train`, which
 sent the signal, exits 128 + its number. transformers' own `enable_jit_checkpoint` is no substitute: it
@@ -36,7 +38,7 @@ from types import FrameType
 from typing import Any
 
 from trlstack.defaults import Env
-from trlstack.rank import space
+from trlstack.rank import space, watch
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
@@ -116,6 +118,7 @@ def until_stopped(train: Callable[..., Any]) -> Callable[..., Any]:
         trainer.add_callback(callback)
         space.guard_saves(trainer, say)  # a save the disk has no room for ends the run, reported to train
         reward_guard.install(trainer, say)  # a reward that raises ends the run naming it, step saved
+        watch.attach(trainer, say)  # where each step's time goes, throughput, memory, progress
         handle_stop_signals()  # again: setting up the trainer may have replaced the handler
         STOP.phase = "training"
         try:
@@ -188,6 +191,7 @@ def main(argv: list[str]) -> None:
     import transformers
 
     transformers.Trainer.train = until_stopped(transformers.Trainer.train)
+    watch.install()
     load_cpu_n_locations()
     if os.environ.get(Env.WEIGHT_TRANSFER):  # train chose how the weights reach the server: before the guard,
         from trlstack.rank import (

@@ -5,6 +5,7 @@ accelerate's launcher takes. `decide` runs them in order; run/launch.py turns th
 1. `layout`: the training processes on this machine, how ranks share a GPU, where machines meet;
 2. `generation`: vLLM's mode: where a server reaches the trainer, the bound on each weight push, a colocated
    engine's KV cache, async-grpo's pipeline;
+   `tracked`: where the run's metrics go (trackio in the output folder by default);
 3. `precision`: bf16, fp16 or fp32, from the GPUs unless the config says;
 4. `sharding`: DDP or FSDP2, from the memory estimate;
 5. `attention`: the attention implementation the GPUs run fastest;
@@ -39,6 +40,7 @@ from trlstack.run.mode import choose_mode
 from trlstack.run.passthrough import script_args
 from trlstack.run.ranks import fixed_kv_cache, push_bound, rank_sharing, training_processes
 from trlstack.run.settings import TrainSettings
+from trlstack.run.tracking import tracking
 from trlstack.run.weight_transfer import weight_transfer
 from trlstack.transfer import NCCL
 
@@ -287,6 +289,12 @@ def environment(run: Run) -> Part:
     return Part()
 
 
+def tracked(run: Run) -> Part:
+    """Where the run's metrics go (run/tracking.py): trackio in the output folder unless the config names its
+    own trackers."""
+    return Part(*tracking(run.seen, run.recipe, run.source))
+
+
 def task_stage(run: Run) -> Part:
     """What the run takes from its task folder (run/task.py): its data and model paths absolute, what TRL
     cannot load by name as a `datasets:` entry, the folder first on the ranks' PYTHONPATH."""
@@ -298,6 +306,7 @@ def task_stage(run: Run) -> Part:
 STAGES: tuple[Callable[[Run], Part], ...] = (
     layout,
     generation,
+    tracked,
     precision,
     sharded,
     attention,

@@ -156,7 +156,7 @@ SMOKE: dict[str, Any] = {
     "logging_steps": 1,
     "save_strategy": "steps",
     "save_steps": 1,
-    "report_to": "none",
+    "report_to": "trackio",  # recorded in the output folder, never sent anywhere (run/tracking.py)
     "dataloader_num_workers": 0,
 }
 SMOKE_BY_RECIPE: dict[str, dict[str, Any]] = {

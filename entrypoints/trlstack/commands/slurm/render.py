@@ -9,6 +9,7 @@ from trlstack.commands.slurm.checks import Job
 from trlstack.commands.slurm.roles import server_command, start, trainer_command
 from trlstack.commands.slurm.settings import CHECK_STEP, SERVER_STEP, TRAINER_STEP
 from trlstack.commands.slurm.shell import assembled, assign, fixed_part
+from trlstack.defaults import DEFAULT_DASHBOARD_PORT
 
 
 def _sbatch_header(job: Job) -> list[str]:
@@ -88,6 +89,33 @@ def _settings(job: Job) -> list[str]:
     return lines
 
 
+def dashboard_command(job: Job) -> str:
+    """`trlstack dashboard RUN_DIR` as a person runs it on the login node, where the shared folder is mounted:
+    through the job's runtime where one runs there (Apptainer, an environment), else from a checkout."""
+    runtime, served = job.settings.runtime, 'trlstack dashboard "$RUN_DIR"'
+    if runtime == "apptainer":
+        return f'apptainer exec --bind "$OUTPUT_DIR" "$IMAGE" {served}'
+    if runtime == "none" and job.settings.image:
+        return f'source "$ACTIVATE" && {served}'
+    if runtime == "none":
+        return served
+    return f"uv run --extra dashboard {served} (in a trlstack checkout; pyxis runs only inside jobs)"
+
+
+def _watch(job: Job) -> list[str]:
+    """The log lines that say how to watch the run: its dashboard on the login node, through an SSH tunnel."""
+    port = DEFAULT_DASHBOARD_PORT
+    command = dashboard_command(job).replace('"', '\\"')
+    return [
+        "# How to watch the run: train records its metrics in RUN_DIR/trackio; a dashboard on the login node",
+        "# (which mounts the shared folder) serves them on its loopback, reached through an SSH tunnel.",
+        f'log "watch the run: on ${{SLURM_SUBMIT_HOST:-the login node}} run: {command}"',
+        f'log "then on your machine: ssh -N -L {port}:127.0.0.1:{port} ${{USER:-you}}@'
+        f"${{SLURM_SUBMIT_HOST:-LOGIN_NODE}} and open http://127.0.0.1:{port}/ (trlstack report "
+        f'\\"$RUN_DIR\\" draws the run, anywhere)"',
+    ]
+
+
 def render(job: Job) -> str:
     """The sbatch script of the checked `job`."""
     layout = job.layout
@@ -118,4 +146,5 @@ def render(job: Job) -> str:
     ]
     lines += start("train", "$node", "trainer $rank $node", trainer_command(job), job, indent="  ")
     lines += ["done", 'log "started ${#TRAINER_NODES[@]} trainer(s) on ${TRAINER_NODES[*]}"']
+    lines += _watch(job)
     return "\n".join([*lines, "", *fixed_part("supervise.sh"), ""]) + "\n"

@@ -19,7 +19,8 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 
-from trlstack.addresses import host_addresses, resolved
+from trlstack import addresses
+from trlstack.addresses import resolved
 from trlstack.command import Command, exec_command
 from trlstack.defaults import DEFAULT_MODEL, LOOPBACK, VLLM_ENV, Env
 from trlstack.errors import UsageError, run_main
@@ -54,13 +55,13 @@ def check_ipc_bind(host: str, resolve: Callable[[str], list[str]] = resolved) ->
     """Refuse any bind but loopback for the CUDA-IPC server, whatever else is allowed: it unpickles what
     reaches /update_weights, and a pickle runs code."""
     try:
-        addresses = host_addresses(host, resolve)
+        found = addresses.host_addresses(host, resolve)
     except OSError:
-        addresses = []
-    outside = [a for a in addresses if not a.is_loopback]
-    if addresses and not outside:
+        found = []
+    outside = [a for a in found if not a.is_loopback]
+    if found and not outside:
         return
-    if not addresses:
+    if not found:
         reached = "does not resolve to a loopback address"
     elif any(a.is_unspecified for a in outside):
         reached = "binds every interface"
@@ -82,28 +83,16 @@ def check_bind(
     if transfer == IPC:
         check_ipc_bind(host, resolve)
         return
-    if allow_public:
-        return
-    try:
-        addresses = host_addresses(host, resolve)
-    except OSError as error:
-        raise UsageError(
-            f"--host {host!r} does not resolve ({error.strerror or error}); give an IP address such as "
-            f"{LOOPBACK}."
-        ) from None
-    exposed = [a for a in addresses if a.is_unspecified or not (a.is_loopback or a.is_private)]
-    if exposed:
-        what = (
-            "every interface"
-            if any(a.is_unspecified for a in exposed)
-            else f"the public address {exposed[0]}"
-        )
-        raise UsageError(
+
+    def refusal(what: str) -> str:
+        return (
             f"--host {host} binds the server on {what}, and the VLLM_SERVER_DEV_MODE endpoints "
             "(weight updates) have no authentication. Bind 127.0.0.1 or a private network address "
             f"(e.g. the compose service name), or pass --allow-public-bind ({Env.ALLOW_PUBLIC_BIND}=1) "
             "only where a firewall or an unpublished container network keeps others out."
         )
+
+    addresses.check_bind(host, allow_public, refusal, private_ok=True, resolve=resolve)
 
 
 NO_GPU = (

@@ -34,6 +34,7 @@ def test_exact_command_on_the_plans_training_gpus(machine_gpus, train_gpus):
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRACKIO_DIR": "outputs/grpo/trackio",  # the run's metrics, in its output folder
         "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert launch.config_path == Path("outputs/grpo/trlstack-grpo.yaml")
@@ -57,6 +58,7 @@ def test_server_mode_config_keeps_the_users_keys_and_adds_the_servers():
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRACKIO_DIR": "outputs/grpo/trackio",  # the run's metrics, in its output folder
         "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert "resume_from_checkpoint" not in config
@@ -97,6 +99,7 @@ def test_colocate_mode_needs_no_server():
         "VLLM_USE_FLASHINFER_SAMPLER": "0",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRACKIO_DIR": "outputs/grpo/trackio",  # the run's metrics, in its output folder
     }
     assert launch.command.argv[:5] == [*LAUNCHER, "--num_processes", "1"]
 
@@ -158,6 +161,7 @@ def test_gpu_machines_meet_at_the_rank_0_machine():
         "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
         "TRLSTACK_WEIGHT_PUSH_TIMEOUT": "600",
         "TRLSTACK_RANKS_PER_GPU": "1",
+        "TRACKIO_DIR": "outputs/grpo/trackio",  # the run's metrics, in its output folder
         "TRLSTACK_WEIGHT_TRANSFER": "nccl",  # disjoint GPUs: TRL's own NCCL push
     }
     assert "machine rank 2 of 3, meeting at 10.0.0.2:29500" in launch.notes
@@ -180,7 +184,7 @@ def test_cpu_machines_run_one_process_each_through_torch_elastic():
         "--machine_rank", "1", "--main_process_ip", "node2", "--main_process_port", "29700",
         "--rdzv_backend", "static", *launch_tail(),
     ]  # fmt: skip
-    assert launch.command.env == {"TRLSTACK_RANKS_PER_GPU": "1"}
+    assert launch.command.env == {"TRLSTACK_RANKS_PER_GPU": "1", "TRACKIO_DIR": "outputs/grpo/trackio"}
     assert "machine rank 1 of 2, meeting at node2:29700" in launch.notes  # the Slurm job's log shows it
 
 

@@ -174,7 +174,8 @@ def test_print_command_shows_command_and_config_and_writes_nothing(run_dir, caps
     out = captured.out.splitlines()
     # A preview for another machine knows no compute capability: what every CUDA 13 GPU runs, and why.
     assert out[0] == (
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID TRLSTACK_RANKS_PER_GPU=1 TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID TRACKIO_DIR=outputs/rloo/trackio TRLSTACK_RANKS_PER_GPU=1 "
+        "TRLSTACK_WEIGHT_PUSH_TIMEOUT=600 "
         f"TRLSTACK_WEIGHT_TRANSFER=nccl VLLM_HOST_IP=127.0.0.1 {shlex.join(LAUNCHER)} --num_processes 4 "
         "--multi_gpu --num_machines 1 --mixed_precision fp16 --dynamo_backend no -m trlstack.rank.run "
         "trl.scripts.rloo --config outputs/rloo/trlstack-rloo.yaml"
