@@ -9,12 +9,13 @@ model, one engine start each, and one server start)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from gpu_env import VARIED_REWARD, free_port, missing, reward_env, start_server, stop, wait_healthy
+from gpu_env import FIXED_KV_CACHE, VARIED_REWARD, free_port, missing, reward_env, start_server, stop, wait_healthy
 from trlstack.metrics import STEP_PARTS, STEP_S, find_stores, read_runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
@@ -29,6 +30,9 @@ TRL_ARGS = [
 
 def train(tiny: Path, output: Path, log: Path, *mode: str) -> str:
     argv = ["train", "grpo", *mode, "--model", str(tiny / "model"), "--dataset", str(tiny / "dataset")]
+    fixed = os.environ.get(FIXED_KV_CACHE)  # other GPU work beside: an engine that does not profile memory
+    if fixed and "colocate" in mode:
+        argv += ["--vllm-kv-cache-gib", f"{int(fixed) / 2**30:g}"]
     argv += ["--output-dir", str(output), "--", *TRL_ARGS]
     if "colocate" in mode:  # vLLM's share of the GPU, as tests/gpu/test_train_colocate.py runs it
         argv += ["--vllm_gpu_memory_utilization", "0.3"]
