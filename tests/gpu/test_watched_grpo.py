@@ -15,7 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from gpu_env import FIXED_KV_CACHE, VARIED_REWARD, free_port, missing, reward_env, start_server, stop, wait_healthy
+from gpu_env import (
+    FIXED_KV_CACHE,
+    VARIED_REWARD,
+    free_port,
+    missing,
+    reward_env,
+    start_server,
+    stop,
+    wait_healthy,
+)
 from trlstack.metrics import STEP_PARTS, STEP_S, find_stores, read_runs
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
