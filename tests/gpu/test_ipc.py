@@ -10,6 +10,7 @@ varying amounts (rewards.py); two FSDP2 ranks on the one GPU too. Needs vLLM, TR
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -120,7 +121,11 @@ def test_a_server_wedged_while_loading_ends_the_run_within_the_bound_naming_the_
 ):
     # A server of its own, whose second weight load never returns (held_server/sitecustomize.py).
     port, bound = free_port(), 30
-    monkeypatch.setenv("PYTHONPATH", f"{HERE / 'held_server'}:{HERE}")
+    # before whatever the environment already puts there (an install on PYTHONPATH: the offline bundle)
+    kept = os.environ.get("PYTHONPATH", "")
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(HERE / "held_server"), str(HERE), kept]))
+    )
     monkeypatch.setenv("TRLSTACK_GPU_TEST_HELD_LOAD", "2")
     served = Served(SHARED, f"http://127.0.0.1:{port}", None, tmp_path / "server.log")  # type: ignore[arg-type]
     server = start_server(tiny / "model", port, served.log, gpus=SHARED.serve_gpus, flags=SHARED.flags)
