@@ -286,7 +286,7 @@ EXERCISED: dict[str, Exercise] = {
     ),
     "docker run --rm trlstack:latest trlstack verify": InImage(role_append="--only provenance --only debian"),
     "trlstack verify --tarball image.tar": Elsewhere(
-        "tests/unit/commands/verify/test_verify_trees.py::test_an_archive_is_read_layer_by_layer",
+        "tests/unit/commands/verify/test_trees.py::test_an_archive_is_read_layer_by_layer",
         "docker save and OCI archives, streamed",
     ),
     "apptainer exec trlstack.sif trlstack verify": Elsewhere(

@@ -44,6 +44,13 @@ def clean_env(monkeypatch):
 
 
 @pytest.fixture
+def run_dir(tmp_path, clean_env):
+    """A clean environment whose working folder is the test's own (train writes outputs/ there)."""
+    clean_env.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.fixture
 def installed(tmp_path, monkeypatch):
     """Make the given Python packages findable (empty stand-ins where they are not installed; nothing imports
     them: exec is intercepted)."""

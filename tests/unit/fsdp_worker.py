@@ -1,8 +1,9 @@
-"""One process of the CPU FSDP2 run (tests/unit/test_sharding_run.py), started by torchrun over gloo: a tiny
-Qwen2 decoder, each layer and then the whole model sharded with torch's fully_shard (as accelerate's FSDP2
-plugin wraps it: TRANSFORMER_BASED_WRAP, reshard after forward), AdamW for STEPS steps from START, the model
-and optimizer saved sharded with torch.distributed.checkpoint (as transformers saves a SHARDED_STATE_DICT
-checkpoint: one .distcp file per process) and resumed from it. Prints one JSON line per process."""
+"""One process of the CPU FSDP2 run (tests/unit/run/test_sharding_run.py), started by torchrun over gloo: a
+tiny Qwen2 decoder, each layer and then the whole model sharded with torch's fully_shard (as accelerate's
+FSDP2 plugin wraps it: TRANSFORMER_BASED_WRAP, reshard after forward), AdamW for STEPS steps from START, the
+model and optimizer saved sharded with torch.distributed.checkpoint (as transformers saves a
+SHARDED_STATE_DICT checkpoint: one .distcp file per process) and resumed from it. Prints one JSON line per
+process."""
 
 from __future__ import annotations
 

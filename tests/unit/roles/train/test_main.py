@@ -12,10 +12,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from launch_harness import GRPO, gpus, launch_tail
 from trlstack.roles import train
 from trlstack.run.launch import LAUNCHER
-
-from .harness import GRPO, gpus, launch_tail
 
 
 def write(path: Path, config: dict) -> Path:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from launch_harness import gpus
 from trlstack.roles import train
-
-from .harness import gpus
 
 
 def serving(vllm_server, model):

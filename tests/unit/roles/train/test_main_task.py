@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from launch_harness import gpus
 from trlstack.commands import init
 from trlstack.roles import train
-
-from .harness import gpus
 
 
 @pytest.fixture

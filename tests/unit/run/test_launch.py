@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from launch_harness import GRPO, gpus, launch_tail
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.plan import make_plan
 from trlstack.recipes import RECIPES
 from trlstack.run.launch import LAUNCHER, build_launch
 from trlstack.run.settings import TrainSettings
-
-from .harness import GRPO, gpus, launch_tail
 
 
 @pytest.mark.parametrize(("machine_gpus", "train_gpus"), [(2, 1), (4, 2), (8, 4)])

@@ -5,6 +5,7 @@ started."""
 from __future__ import annotations
 
 import pytest
+from launch_harness import gpus
 from trlstack.errors import UsageError
 from trlstack.plan import make_plan, one_gpu_colocate
 from trlstack.recipes import RECIPES
@@ -12,8 +13,6 @@ from trlstack.roles import train
 from trlstack.run.launch import LAUNCHER
 from trlstack.run.mode import choose_mode
 from trlstack.run.settings import TrainSettings
-
-from .harness import gpus
 
 GRPO = RECIPES["grpo"]
 

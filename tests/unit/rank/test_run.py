@@ -1,7 +1,8 @@
 """trlstack.rank.run in one training process, with a real transformers Trainer on a toy model: a stop
 signal while training saves checkpoint-N at the end of the step in progress and ends the process instead of
 the script's final save; while starting it ends the process at once; after the last step it changes nothing.
-(The chain of processes is tested in tests/unit/test_stopping.py, the image and the compose smoke.)"""
+(The chain of processes is tested in tests/unit/roles/train/test_stopping.py, the image and the compose
+smoke.)"""
 
 from __future__ import annotations
 

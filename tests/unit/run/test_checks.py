@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from launch_harness import gpus
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.run.checks import check_overlap
-
-from .harness import gpus
 
 
 def test_a_mig_device_of_a_serving_gpu_overlaps_it():

@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 import yaml
+from launch_harness import gpus, launch_tail
 from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.roles.command_line import parse_role
@@ -14,8 +15,6 @@ from trlstack.roles.train.main import ROLE
 from trlstack.run.asynchronous import sharding_for
 from trlstack.run.launch import LAUNCHER, build_launch
 from trlstack.run.settings import TrainSettings
-
-from .harness import gpus, launch_tail
 
 ASYNC = yaml.safe_load(RECIPES["async-grpo"].bundled_config.read_text())
 TAIL = launch_tail("trlstack.rank.async_grpo", "outputs/async-grpo/trlstack-async-grpo.yaml")

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import yaml
+from launch_harness import GRPO, gpus
 from trlstack.errors import UsageError
 from trlstack.gpus import Gpu
 from trlstack.recipes import RECIPES
 from trlstack.run.launch import build_launch
 from trlstack.run.settings import TrainSettings
-
-from .harness import GRPO, gpus
 
 H200 = [Gpu(0, uuid="GPU-0", compute_capability=(9, 0), memory_bytes=140 << 30)]
 SMALL = {
