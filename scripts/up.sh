@@ -77,5 +77,16 @@ if [ ! -f .env ]; then
   echo "up: wrote .env for this machine's GPUs (edit it, or rerun trlstack plan, to change the split)" >&2
 fi
 
+# A layout compose has no file for fails inside compose ("no such file"), before its plan check can name the
+# fix: the plan check in the image says it instead. The layouts: plan/env_check.py's LAYOUT_VARIANTS.
+variant=${TRLSTACK_VARIANT:-$(sed -n 's/^[[:space:]]*\(export[[:space:]]\+\)\?TRLSTACK_VARIANT=["'"'"']\?\([^"'"'"'#[:space:]]*\).*/\2/p' .env | tail -1)}
+case "${variant:-shared}" in
+  shared | isolated | colocate) ;;
+  *)
+    docker run --rm --network none -e TRLSTACK_VARIANT="$variant" "$image" trlstack plan --check
+    exit 1
+    ;;
+esac
+
 mkdir -p "${TRLSTACK_OUTPUTS:-./outputs}"
 exec docker compose up "$method"

@@ -124,3 +124,11 @@ def test_a_layout_requires_the_gpu_sets_its_roles_read(layout):
     plan = load(COMPOSE / f"{layout}.yaml")["x-plan"]
     fix = "is not set; write .env with `trlstack plan --format env -o .env` or copy .env.example"
     assert plan == {key: f"${{{key}:?{key} {fix}}}" for key in read}
+
+
+def test_up_sh_knows_the_layouts_compose_has():
+    # scripts/up.sh names a misspelled TRLSTACK_VARIANT through the plan check before compose fails on it; its
+    # list of the layouts is plan/env_check.py's.
+    text = (REPO / "scripts" / "up.sh").read_text()
+    match = re.search(r"^\s*([a-z]+(?: \| [a-z]+)*)\) ;;$", text, re.MULTILINE)
+    assert match and set(match.group(1).split(" | ")) == set(LAYOUT_VARIANTS)

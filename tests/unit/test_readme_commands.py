@@ -126,6 +126,9 @@ STAND_IN_DOCKER = """#!/bin/sh
 # answered by this checkout's plan for $GPUS GPUs, everything else a success.
 printf '%s\\n' "$*" >> "$CALLS"
 case "$*" in
+  *"plan --check"*)
+    for word in "$@"; do case $word in TRLSTACK_VARIANT=*) export "$word" ;; esac; done
+    exec trlstack plan --check ;;
   *"trlstack plan"*) exec trlstack plan --gpus "$GPUS" --format env ;;
   info*) echo '{"Runtimes":{"nvidia":{},"runc":{}}}' ;;
 esac
@@ -173,3 +176,15 @@ def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path, gpus, plan):
         ["bash", "scripts/up.sh", "ppo"], cwd=checkout, env=env, capture_output=True, text=True
     )
     assert refused.returncode == 1 and "unknown method 'ppo'" in refused.stderr
+    # A layout misspelled in .env: the plan check's message, as compose's own check would give, not compose's
+    # "no such file"; compose is not called.
+    with (checkout / ".env").open("a") as env_file:
+        env_file.write('TRLSTACK_VARIANT="isolatd"  # mine\n')
+    before = len((tmp_path / "calls").read_text().splitlines())
+    misspelled = subprocess.run(
+        ["bash", "scripts/up.sh", "grpo"], cwd=checkout, env=env, capture_output=True, text=True
+    )
+    assert misspelled.returncode == 1, misspelled.stderr
+    assert "TRLSTACK_VARIANT='isolatd'" in misspelled.stderr
+    assert "shared, isolated, colocate" in misspelled.stderr
+    assert not any("compose" in call for call in (tmp_path / "calls").read_text().splitlines()[before:])
