@@ -329,6 +329,8 @@ EXERCISED: dict[str, Exercise] = {
     "python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json": Dry(
         append=HELP, cwd="repo"
     ),
+    "python bench/gpu_server_mode.py --ipc --step-shapes 1.5B --async-steps 6 --steps 4 --skip 1 --pushes 5 "
+    "--out bench/results/gpu_ipc.json": Dry(append=HELP, cwd="repo"),
     "python bench/gpu_watch_overhead.py --out bench/results/gpu_watch_overhead.json --plot": Dry(
         append=HELP, cwd="repo"
     ),
