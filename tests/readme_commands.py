@@ -204,7 +204,7 @@ EXERCISED: dict[str, Exercise] = {
         ),
         append='; rc=$?; rm -rf "$task"; exit $rc',
     ),
-    # README.md: watching a run
+    # README.md (and docker/README.md, from a checkout): watching a run
     "trlstack dashboard outputs/grpo": Elsewhere(
         "tests/image/test_watch.py::test_the_dashboard_shows_the_reward_curve_in_a_real_browser",
         "the image's trlstack dashboard on a CPU run's folder, opened in headless Chromium",
@@ -226,8 +226,6 @@ EXERCISED: dict[str, Exercise] = {
     # README.md: one GPU
     "trlstack plan --share-gpus --format env -o .env": Dry(append="--gpus 1"),
     "train grpo --vllm-mode colocate": Dry(append="--gpus 1 --print-command"),
-    "python bench/gpu_server_mode.py --layout shared-gpu": Dry(append=HELP, cwd="repo"),
-    "python bench/gpu_server_mode.py --ipc --out bench/results/gpu_ipc.json": Dry(append=HELP, cwd="repo"),
     # README.md and slurm/README.md: Slurm
     f"trlstack export --format sif {IMAGE_TAG} -o /shared/images/trlstack.sif": Dry(append="--print-command"),
     f"trlstack export --format sqsh {IMAGE_TAG} -o /shared/images/trlstack.sqsh": Dry(
@@ -247,7 +245,7 @@ EXERCISED: dict[str, Exercise] = {
         "tests/slurm/test_preemption.py::test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint",
         "real sacct on the test cluster, every attempt",
     ),
-    # README.md: air-gapped
+    # docker/README.md: air-gapped
     "trlstack bundle bundle --python-version 3.12 --platform manylinux_2_34_x86_64 --format site --slim": Dry(
         append="--dry-run", cwd="repo", needs_uv=True
     ),
@@ -329,6 +327,8 @@ EXERCISED: dict[str, Exercise] = {
     "python bench/gpu_server_mode.py --layout shared-gpu --out bench/results/gpu_server_mode.json": Dry(
         append=HELP, cwd="repo"
     ),
+    "python bench/gpu_server_mode.py --ipc --step-shapes 1.5B --async-steps 6 --steps 4 --skip 1 --pushes 5 "
+    "--out bench/results/gpu_ipc.json": Dry(append=HELP, cwd="repo"),
     "python bench/gpu_watch_overhead.py --out bench/results/gpu_watch_overhead.json --plot": Dry(
         append=HELP, cwd="repo"
     ),

@@ -4,7 +4,7 @@
 - `nccl`: vLLM's NCCL weight-transfer engine, TRL's own client: the trainer joins the server's workers in a
   process group and broadcasts each parameter. It reaches any GPU of any host; where the two roles share a GPU
   NCCL refuses two ranks on one GPU of one host, so each role names itself a host of its own and the weights
-  go over NCCL's sockets (3.9 GB/s measured on one H100), not GPU memory.
+  go over NCCL's sockets (4.4-4.8 GB/s measured on one H100), not GPU memory.
 - `ipc`: vLLM's CUDA-IPC weight-transfer engine: the trainer hands the server CUDA-IPC handles to its own GPU
   tensors (HTTP /update_weights), matched by the GPU's UUID, and the server copies them from GPU memory. Only
   where the trainer's ranks run on the server's GPUs, on the server's host. The server unpickles what reaches
