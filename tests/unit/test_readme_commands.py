@@ -188,3 +188,15 @@ def test_up_sh_hands_over_to_compose_with_a_plan(tmp_path, gpus, plan):
     assert "TRLSTACK_VARIANT='isolatd'" in misspelled.stderr
     assert "shared, isolated, colocate" in misspelled.stderr
     assert not any("compose" in call for call in (tmp_path / "calls").read_text().splitlines()[before:])
+
+
+def test_the_which_path_table_shows_only_commands_that_run_as_written():
+    # Each command the table shows whole is one a README shows in a block, which a test runs (above); a row
+    # that names a command only in part says so with "..." and links where it is shown whole.
+    section = (REPO / "README.md").read_text().split("## Which path", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    shown = [code for row in rows for code in re.findall(r"`([^`]+)`", row.split(" | ")[1])]
+    assert shown, "the table shows no command"
+    blocks = {command.key for command in SHOWN}
+    for code in shown:
+        assert code.endswith("...") or code in blocks, f"{code!r}: not a README command a test runs"
