@@ -41,7 +41,9 @@ image=${TRLSTACK_IMAGE:-trlstack:0.1.0-torch2.11-vllm0.25-cu13}
 
 # Before anything long: a GPU that containers can be given. Both roles need one, and the image build alone
 # takes a quarter of an hour.
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+# (grep reads the whole list: `grep -q` would end at the first GPU, and under pipefail nvidia-smi's SIGPIPE on
+# the next line would count as no GPU)
+if ! command -v nvidia-smi >/dev/null || [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -eq 0 ]; then
   smoke=$method
   [ "$method" = async-grpo ] && smoke=grpo  # async-grpo has no CPU mode: it generates through a server only
   echo "up: no NVIDIA GPU is visible here (nvidia-smi lists none); install the NVIDIA driver (>= 580) or run" \
