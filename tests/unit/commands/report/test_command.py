@@ -1,5 +1,5 @@
-"""`trlstack report`'s command line (report/command.py): a run's summary in the terminal from the output folder
-alone; what it cannot do is refused before anything is printed or written, with the fix."""
+"""`trlstack report`'s command line (report/command.py): a run's summary in the terminal from the output
+folder alone; what it cannot do is refused before anything is printed or written, with the fix."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The task scaffold's reward functions (templates/rewards.py): each scores what its docstring says, in TRL's
-signature, for chat and plain-text completions; and the scaffold's data holds the answers the first one checks."""
+"""The task scaffold's reward functions (templates/rewards.py): each scores what its docstring says, in
+TRL's signature, for chat and plain-text completions; and the scaffold's data holds the answers the first one
+checks."""
 
 from __future__ import annotations
 
