@@ -216,11 +216,11 @@ EXERCISED: dict[str, Exercise] = {
         replace=(("uv run --extra", "uv run --frozen --isolated --extra"),),
     ),
     "uv run --extra report trlstack report outputs/grpo -o grpo.png": Elsewhere(
-        "tests/unit/commands/test_report.py::test_the_picture_is_drawn_with_the_report_extra",
+        "tests/unit/commands/report/test_picture.py::test_the_picture_is_drawn_with_the_report_extra",
         "the same command on a recorded run (isolated: the checkout's environment stays as it is)",
     ),
     "trlstack report outputs/grpo --text": Elsewhere(
-        "tests/unit/commands/test_report.py::test_the_summary_says_how_far_the_run_got_and_where_its_time_went",
+        "tests/unit/commands/report/test_command.py::test_the_summary_says_how_far_the_run_got_and_where_its_time_went",
         "the same command on a recorded run",
     ),
     # README.md: one GPU

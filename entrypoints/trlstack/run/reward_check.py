@@ -48,8 +48,9 @@ class Reward:
     func: Callable[..., Any]
 
     def where(self, root: Path) -> str:
-        """FILE:LINE of the function's definition, FILE relative to `root`."""
-        path = source_file(self.func)
+        """FILE:LINE of the function's definition, FILE relative to `root`; one of TRL's by its name (the
+        check holds a stand-in of its signature, whose file is trlstack's, not the task's)."""
+        path = None if self.name in BUILT_IN else source_file(self.func)
         if path is None:
             return self.name
         try:

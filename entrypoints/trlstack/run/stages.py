@@ -5,13 +5,13 @@ accelerate's launcher takes. `decide` runs them in order; run/launch.py turns th
 1. `layout`: the training processes on this machine, how ranks share a GPU, where machines meet;
 2. `generation`: vLLM's mode: where a server reaches the trainer, the bound on each weight push, a colocated
    engine's KV cache, async-grpo's pipeline;
-   `tracked`: where the run's metrics go (trackio in the output folder by default);
-3. `precision`: bf16, fp16 or fp32, from the GPUs unless the config says;
-4. `sharding`: DDP or FSDP2, from the memory estimate;
-5. `attention`: the attention implementation the GPUs run fastest;
-6. `resume`: the checkpoint the run continues from;
-7. `environment`: what the recipe's script needs besides;
-8. `task_stage`: what the run takes from its task folder (paths, PYTHONPATH).
+3. `tracked`: where the run's metrics go (trackio in the output folder by default);
+4. `precision`: bf16, fp16 or fp32, from the GPUs unless the config says;
+5. `sharded`: DDP or FSDP2, from the memory estimate;
+6. `attention`: the attention implementation the GPUs run fastest;
+7. `resume`: the checkpoint the run continues from;
+8. `environment`: what the recipe's script needs besides;
+9. `task_stage`: what the run takes from its task folder (paths, PYTHONPATH).
 
 The run's settings are checked and its config made once, in `make_run`; the decisions more than one stage
 reads are made once, on the `Run`: the training processes (`Run.processes`) and vLLM's share of each training

@@ -94,19 +94,3 @@ def test_trl_parses_the_bundled_configs(recipe, tmp_path):
     (model,) = {args.model_name_or_path for args in parsed if hasattr(args, "model_name_or_path")}
     assert model == DEFAULT_MODEL
     assert parsed[0].dataset_name.startswith("trl-lib/")
-
-
-def test_the_config_as_the_script_sees_it_takes_the_values_after_the_double_dash():
-    from trlstack.run import trl_config
-
-    config = {"learning_rate": 1e-6, "use_peft": False, "model_init_kwargs": {"dtype": "float32"}}
-    extra = ["--use_peft", "true", "--model_init_kwargs", '{"dtype": "bfloat16"}', "--learning_r=2e-5"]
-    extra += ["--run_name", "{unclosed"]
-    seen = trl_config.with_passed(config, extra, RECIPES["grpo"])
-    assert seen == {
-        "learning_rate": 2e-5,
-        "use_peft": True,
-        "model_init_kwargs": {"dtype": "bfloat16"},
-        "run_name": "{unclosed",  # not YAML: kept as written
-    }
-    assert config["use_peft"] is False  # the file's config is left as it was

@@ -1,5 +1,6 @@
-"""trlstack.run.asynchronous and pipeline: `train async-grpo`'s command and config, what it refuses
-and why, and its pipeline settings (flag, variable, the config's value kept when neither is given)."""
+"""trlstack.run.asynchronous: `train async-grpo`'s command and config, what it refuses and why, and its
+pipeline settings applied (flag, variable, the config's value kept when neither is given); the settings'
+declarations: run/test_pipeline.py."""
 
 from __future__ import annotations
 
@@ -161,21 +162,6 @@ def test_the_variables_set_them_too_and_a_flag_wins(clean_env):
 def test_unset_the_configs_values_stand():
     config = launch(config={**ASYNC, "max_staleness": 6, "weight_sync_steps": 3}).config
     assert (config["max_staleness"], config["weight_sync_steps"]) == (6, 3)
-
-
-@pytest.mark.parametrize(
-    ("argv", "problem"),
-    [
-        (["--max-staleness", "-1"], "not a whole number"),
-        (["--weight-sync-steps", "0"], "not a positive whole number"),
-        (["--weight-sync-timeout", "1.5"], "not a whole number"),
-        (["--heartbeat-timeout", "0"], "not a positive number"),
-        (["--server-lost-after", "-5"], "not a positive number"),
-    ],
-)
-def test_bad_pipeline_values_are_refused(argv, problem):
-    with pytest.raises(UsageError, match=f"{argv[0]}: .*{problem}"):
-        parse_role(ROLE, TrainSettings, ["async-grpo", *argv], {})
 
 
 @pytest.mark.parametrize("recipe", ["grpo", "rloo", "online-dpo"])

@@ -1,10 +1,9 @@
 """train --sharding: the launch it builds (the accelerate config file instead of the DDP flags), what auto
-chooses from the model's config.json and the GPUs' memory, what is refused, the preview, and resuming only
-under the layout a checkpoint was saved with."""
+chooses from the model's config.json and the GPUs' memory, what is refused, and the preview (resuming only
+under the layout a checkpoint was saved with: run/test_resume.py)."""
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 
@@ -17,7 +16,6 @@ from trlstack.roles import train
 from trlstack.roles.command_line import parse_role
 from trlstack.roles.train.main import ROLE
 from trlstack.run.launch import LAUNCHER, build_launch
-from trlstack.run.resume import previous_run_to_move
 from trlstack.run.settings import TrainSettings
 
 GRPO = yaml.safe_load(RECIPES["grpo"].bundled_config.read_text())
@@ -135,42 +133,3 @@ def test_print_command_shows_the_accelerate_config_too(tmp_path, clean_env, caps
     assert "# outputs/grpo/trlstack-accelerate.yaml (written when train runs):" in out
     assert "#     fsdp_state_dict_type: SHARDED_STATE_DICT" in out
     assert not (tmp_path / "outputs").exists()
-
-
-def checkpoint(folder: Path, step: int, shards: int | None) -> Path:
-    path = folder / f"checkpoint-{step}"
-    path.mkdir(parents=True)
-    (path / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-    if shards:
-        (path / "pytorch_model_fsdp_0").mkdir()
-        for rank in range(shards):
-            (path / "pytorch_model_fsdp_0" / f"__{rank}_0.distcp").write_bytes(b"")
-    return path
-
-
-@pytest.mark.parametrize("resume", [False, True])
-def test_a_sharded_checkpoint_is_not_resumed_by_another_process_count_even_with_resume(tmp_path, resume):
-    checkpoint(tmp_path, 3, shards=2)
-    settings = TrainSettings(recipe="grpo", resume=resume)
-    with pytest.raises(UsageError, match="holds FSDP2 shards of 2 processes and this run has 4"):
-        previous_run_to_move(settings, tmp_path, RECIPES["grpo"], {}, print, ("fsdp2", 4))
-
-
-def test_a_whole_checkpoint_is_not_resumed_sharded(tmp_path):
-    checkpoint(tmp_path, 3, shards=None)
-    with pytest.raises(UsageError, match="was saved whole, by a run without sharding"):
-        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path, RECIPES["grpo"], {}, print, ("fsdp2", 2))
-
-
-def test_the_same_layout_resumes_and_fresh_moves_another_aside(tmp_path):
-    checkpoint(tmp_path / "out", 3, shards=2)
-    recipe = RECIPES["grpo"]
-    assert (
-        previous_run_to_move(TrainSettings(recipe="grpo"), tmp_path / "out", recipe, {}, print, ("fsdp2", 2))
-        is None
-    )
-    told = []
-    fresh = TrainSettings(recipe="grpo", fresh=True)
-    aside = previous_run_to_move(fresh, tmp_path / "out", recipe, {}, told.append, ("none", 2))
-    assert aside is not None and aside.name.startswith("out.")
-    assert "holds FSDP2 shards of 2 processes" in told[0]

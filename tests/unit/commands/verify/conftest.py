@@ -10,7 +10,8 @@ import py_compile
 from pathlib import Path
 
 import pytest
-from built_image import DPKG, SITE, WHEEL_URL, load_sbom_module, write_dist
+
+from .built_image import DPKG, SITE, WHEEL_URL, load_sbom_module, write_dist
 
 
 @pytest.fixture

@@ -7,9 +7,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from built_image import SITE
 from trlstack.cli import main as trlstack_main
 from trlstack.commands.verify.layout import LOCK_LABEL, SBOM_LABEL
+
+from .built_image import SITE
 
 
 def test_cli_exit_codes(image: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from built_image import DPKG, findings
+from .built_image import DPKG, findings
 
 
 def test_debian_packages_must_equal_the_sbom(image: Path) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from built_image import lock_text
 from trlstack.commands.verify.parsers import locked_dependencies, overlay
+
+from .built_image import lock_text
 
 
 def test_a_dependency_cycle_in_the_lock_ends() -> None:

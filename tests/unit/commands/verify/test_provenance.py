@@ -7,10 +7,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from built_image import WHEEL_URL, findings, load_sbom_module
 from trlstack.commands.verify.areas import verify_tree
 from trlstack.commands.verify.layout import LOCK_LABEL, SBOM_LABEL
 from trlstack.commands.verify.trees import DirTree
+
+from .built_image import WHEEL_URL, findings, load_sbom_module
 
 
 def test_the_sbom_holds_what_the_image_holds(image: Path) -> None:

@@ -9,10 +9,11 @@ import json
 import tarfile
 from pathlib import Path
 
-from built_image import SITE
 from trlstack.commands.verify.areas import AREAS, verify_tree
 from trlstack.commands.verify.layout import SBOM_LABEL
 from trlstack.commands.verify.trees import TarTree
+
+from .built_image import SITE
 
 
 def layer(files: dict[str, bytes | None]) -> bytes:

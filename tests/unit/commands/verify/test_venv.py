@@ -7,11 +7,12 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from built_image import SITE, findings, lock_text, write_dist
 from trlstack.commands.verify.parsers import installed_dists, locked_dependencies
 from trlstack.commands.verify.report import Report
 from trlstack.commands.verify.trees import DirTree
 from trlstack.commands.verify.venv import check_files
+
+from .built_image import SITE, findings, lock_text, write_dist
 
 
 def test_one_changed_byte_names_the_package_and_the_file(image: Path) -> None:

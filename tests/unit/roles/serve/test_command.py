@@ -205,15 +205,6 @@ def test_main_execs_vllm_with_the_added_environment(clean_env, machine, on_path,
     assert env["CUDA_VISIBLE_DEVICES"] == "2,3"  # the caller's choice passes through
 
 
-def test_flags_beat_the_environment(clean_env, capsys, no_exec):
-    clean_env.setenv("TRLSTACK_VLLM_HOST", "10.0.0.1")
-    clean_env.setenv("TRLSTACK_TENSOR_PARALLEL_SIZE", "2")
-    assert serve.main(["--gpus", "4", "--host", "10.0.0.2", "--print-command"]) == 0
-    out = capsys.readouterr().out
-    assert "--host 10.0.0.2 " in out
-    assert "--tensor-parallel-size 2 --data-parallel-size 2 " in out
-
-
 def test_print_command_prints_one_shell_line_and_runs_nothing(clean_env, capsys, no_exec):
     assert serve.main(["--gpus", "2", "--print-command"]) == 0
     out = capsys.readouterr().out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cli_runs import run
+from trlstack.commands import init
 from trlstack.recipes import RECIPES
 
 
@@ -50,3 +51,19 @@ def test_init_refuses_a_folder_that_holds_anything_and_touches_nothing(tmp_path,
 def test_init_refuses_a_recipe_it_does_not_know(tmp_path, capsys):
     code, _, err = run(capsys, "init", str(tmp_path / "t"), "--recipe", "ppo")
     assert code == 1 and "invalid choice: 'ppo'" in err and not (tmp_path / "t").exists()
+
+
+def test_init_refuses_a_folder_it_cannot_make_naming_why(tmp_path, capsys):
+    (tmp_path / "f").write_text("mine")
+    code, out, err = run(capsys, "init", str(tmp_path / "f" / "task"))
+    assert code == 1 and out == ""
+    assert f"cannot make {tmp_path / 'f' / 'task'} (Not a directory); name a folder you can write." in err
+    assert (tmp_path / "f").read_text() == "mine"
+
+
+def test_the_readme_names_the_folder_and_the_recipe_it_was_written_for(tmp_path):
+    found = init.contents("rloo", tmp_path / "t")
+    assert list(found) == init.contents_names() == ["config.yaml", "rewards.py", "data.jsonl", "README.md"]
+    assert f"trlstack check-task {tmp_path / 't'} --recipe rloo" in found["README.md"]
+    assert "{" not in found["README.md"]  # every placeholder filled
+    assert found["config.yaml"].startswith("# This task's run for the rloo recipe")
