@@ -26,7 +26,7 @@ pytest.importorskip("transformers", reason=WHY)
 from trlstack.plan.memory import count_parameters  # noqa: E402
 from trlstack.ports import free_port  # noqa: E402
 
-WORKER = Path(__file__).with_name("fsdp_worker.py")
+WORKER = Path(__file__).parents[1] / "fsdp_worker.py"  # beside the other helpers of tests/unit
 
 
 def run(folder: Path, start: int, steps: int) -> list[dict]:
