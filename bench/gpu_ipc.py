@@ -14,7 +14,7 @@ from pathlib import Path
 import gpu_async_grpo
 from children import run_case
 from gpu_grpo_breakdown import SHAPES, run_child, versions
-from gpu_server_mode import VARIANT, start_server, stop, summary, weights_bytes
+from server_cases import VARIANT, start_server, stop, summary, weights_bytes
 from trlstack.gpus import nccl_host_id, probe
 from trlstack.plan import SHARED_MEMORY_FRACTION
 from trlstack.plan.memory import estimate, gib
