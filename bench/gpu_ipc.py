@@ -22,7 +22,7 @@ from trlstack.plan.memory import estimate, gib
 HERE = Path(__file__).resolve().parent
 KV_CACHE_BYTES = 2 << 30  # fixed, as the servers of a shared GPU run in the tests
 HEADROOM = 0.8  # of the trainer's share: the rest for activations, the push buffer, the allocator's slack
-PUSHES = ("ipc-packed", "ipc-unpacked")
+PUSHES = ("ipc-packed", "ipc-unpacked", "ipc-packed-layerwise")  # the layerwise one last (gpu_push.py)
 
 
 def largest_fitting(gpu_bytes: int) -> tuple[str, str]:
@@ -74,7 +74,11 @@ def async_vs_grpo(args: argparse.Namespace, url: str, model_dir: Path, work: Pat
             rows[recipe] = gpu_async_grpo.summary(case, settings)
         except SystemExit as error:  # a failed run ends only its own row
             rows[recipe] = {"error": str(error)[-2000:]}
-        print(f"{recipe} over IPC: {rows[recipe].get('samples_per_s')} samples/s", flush=True)
+        print(
+            f"{recipe} over IPC: {rows[recipe].get('samples_per_s')} samples/s",
+            rows[recipe].get("error", ""),
+            flush=True,
+        )
     rates = [rows[recipe].get("samples_per_s") for recipe in ("grpo", "async-grpo")]
     if all(rates):
         rows["async_vs_grpo"] = rates[1] / rates[0]
@@ -203,7 +207,7 @@ def plot(report: dict, out: Path) -> None:
 
     shapes = list(report["shapes"])
     figure, (push, step, overlap) = plt.subplots(1, 3, figsize=(13, 4))
-    transports = ("ipc-packed", "ipc-unpacked", "nccl-sockets")
+    transports = (*PUSHES, "nccl-sockets")
     width = 0.8 / len(transports)
     for offset, transport in enumerate(transports):
         rates = [report["shapes"][s].get("push", {}).get(transport, {}).get("gb_per_s") or 0 for s in shapes]

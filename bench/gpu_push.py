@@ -1,9 +1,15 @@
 """One weight-push case for bench/gpu_server_mode.py --ipc, in a process of its own: a saved model's weights
 (bf16, on this process's GPU, as a trainer holds them) pushed into a running serve-vllm --pushes times, and
-each push timed from the first byte handed over to the server's answer that it has loaded the last.
+each push timed from the first byte handed over to the server's answer that it has loaded the last, and
+split into the server's HTTP steps (start, the updates, finish) and the rest (the trainer's side: the copy
+into the buffer, the handles).
 
 - `ipc-packed` / `ipc-unpacked`: trlstack's CUDA-IPC push (rank/ipc_push.py: vLLM's sender, packed into one
-  buffer the server maps once, or one handle per parameter), against a server started with the IPC engine;
+  buffer the server maps once, or one handle per parameter), against a server started with trlstack's IPC
+  engine (vllm_engine.py), which loads the weights in place;
+- `ipc-packed-layerwise`: the same packed push, the server's engine asked for vLLM's own way instead
+  (`{"in_place": false}`: every update re-materialises each layer, as vLLM's IPC engine does); run last,
+  as the engine keeps what the last join asked;
 - `nccl`: TRL's own client (VLLMClient.init_communicator, update_named_params: vLLM's packed NCCL broadcast),
   against a server started with the NCCL engine; on a shared GPU each process names itself an NCCL host of its
   own (NCCL_HOSTID, set by the caller), so the bytes go over NCCL's sockets.
@@ -22,11 +28,27 @@ import json
 import statistics
 import time
 
-TRANSPORTS = ("ipc-packed", "ipc-unpacked", "nccl")
+TRANSPORTS = ("ipc-packed", "ipc-unpacked", "ipc-packed-layerwise", "nccl")
 
 
-def pusher(transport: str, url: str, model, group_port: int):
-    """A function that pushes the model's weights once, returning when the server has them."""
+def timed_server(url: str, spent: dict):
+    """ipc_push's Server, each HTTP step's seconds added to `spent` under its path."""
+    from trlstack.rank import ipc_server
+
+    class Timed(ipc_server.Server):
+        def _post(self, path, payload):
+            started = time.perf_counter()
+            try:
+                return super()._post(path, payload)
+            finally:
+                spent[path] = spent.get(path, 0.0) + time.perf_counter() - started
+
+    return Timed(url)
+
+
+def pusher(transport: str, url: str, model, group_port: int, spent: dict):
+    """A function that pushes the model's weights once, returning when the server has them (IPC: the server's
+    steps timed into `spent`)."""
 
     def named():
         return ((name, param.data) for name, param in model.named_parameters())
@@ -42,19 +64,21 @@ def pusher(transport: str, url: str, model, group_port: int):
         return lambda: client.update_named_params(metadata, named())
     from trlstack.rank import ipc_push
 
-    ipc_push.PACKED_BUFFER_BYTES = (1 << 30) if transport == "ipc-packed" else None
-    server = ipc_push.Server(url)
-    server.join("ipc")
+    ipc_push.PACKED_BUFFER_BYTES = None if transport == "ipc-unpacked" else (1 << 30)
+    server = timed_server(url, spent)
+    server.join("ipc", in_place=transport != "ipc-packed-layerwise")
     largest = ipc_push.largest_parameter(model)
     return lambda: ipc_push.send(named(), server, largest)
 
 
-def measure(push, pushes: int, warmup: int) -> tuple[list[float], list[int]]:
-    """Seconds of each timed push, and the memory each added at its peak (bytes, torch's allocator)."""
+def measure(push, pushes: int, warmup: int, spent: dict) -> tuple[list[float], list[int], list[dict]]:
+    """Seconds of each timed push, the memory each added at its peak (bytes, torch's allocator), and each
+    one's seconds per server step."""
     import torch
 
-    seconds, extra = [], []
+    seconds, extra, steps = [], [], []
     for index in range(warmup + pushes):
+        spent.clear()
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
         before = torch.cuda.memory_allocated()
@@ -65,7 +89,20 @@ def measure(push, pushes: int, warmup: int) -> tuple[list[float], list[int]]:
         if index >= warmup:
             seconds.append(took)
             extra.append(torch.cuda.max_memory_allocated() - before)
-    return seconds, extra
+            steps.append(dict(spent))
+    return seconds, extra, steps
+
+
+def split(seconds: list[float], steps: list[dict]) -> dict:
+    """The median seconds of each server step and of the rest of a push (the trainer's side)."""
+    if not steps or not steps[0]:
+        return {}
+    paths = sorted({path for step in steps for path in step})
+    medians = {path.strip("/"): statistics.median(step.get(path, 0.0) for step in steps) for path in paths}
+    medians["trainer side (rest)"] = statistics.median(
+        took - sum(step.values()) for took, step in zip(seconds, steps, strict=True)
+    )
+    return medians
 
 
 def main() -> None:
@@ -85,13 +122,14 @@ def main() -> None:
     pushed = sum(p.numel() * p.element_size() for p in model.parameters())
     results = {}
     for transport in args.transports:
-        push = pusher(transport, args.url, model, args.group_port)
-        seconds, extra = measure(push, args.pushes, args.warmup)
+        spent: dict = {}
+        push = pusher(transport, args.url, model, args.group_port, spent)
+        seconds, extra, steps = measure(push, args.pushes, args.warmup, spent)
         median = statistics.median(seconds)
         results[transport] = {
             "tensors": len(list(model.parameters())), "bytes": pushed, "push_s": seconds, "median_s": median,
             "gb_per_s": pushed / median / 1e9, "trainer_extra_peak_mib": max(extra) / 2**20,
-            "gpu": torch.cuda.get_device_name(0),
+            "gpu": torch.cuda.get_device_name(0), "split_s": split(seconds, steps),
         }  # fmt: skip
     print(json.dumps(results))
 

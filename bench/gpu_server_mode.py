@@ -18,7 +18,8 @@ With --ipc, on one GPU: the weight push through CUDA IPC against NCCL sockets, a
 side by side at each shape (default 0.5B, 1.5B and the largest shape whose trainer fits beside vLLM's share,
 by trlstack's memory estimate, which the report says). For each shape: a server with vLLM's IPC engine
 (`serve-vllm --share-gpus`, fixed 2 GiB KV cache), pushed to --pushes times from a process holding the bf16
-weights (bench/gpu_push.py: packed and unpacked), then, at the --step-shapes (all by default), the GRPO step
+weights (bench/gpu_push.py: packed and unpacked, loaded in place, and packed through vLLM's layerwise
+reload), then, at the --step-shapes (all by default), the GRPO step
 over IPC (the `grpo-server` case, its ranks' push replaced as train's are); a server with the NCCL engine
 (`--weight-transfer nccl`, eager), pushed to the same way through TRL's client; at the step shapes the
 colocated step. At the first step shape also async-grpo against grpo over IPC (bench/gpu_async_grpo.py's

@@ -15,6 +15,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from trlstack.defaults import Env
@@ -26,8 +27,12 @@ AUTO, NCCL, IPC = "auto", "nccl", "ipc"
 CHOICES = (AUTO, NCCL, IPC)
 FLAG = "--weight-transfer"
 
-# The server's engine as vLLM's --weight-transfer-config names it.
-BACKEND_CONFIG = {NCCL: '{"backend": "nccl"}', IPC: '{"backend": "ipc"}'}
+# The server's engine as vLLM's --weight-transfer-config names it: for IPC trlstack's (vllm_engine.py: vLLM's
+# own, loading an unquantized model's weights in place), which vllm_plugin.py registers.
+BACKENDS = {NCCL: "nccl", IPC: "trlstack-ipc"}
+BACKEND_CONFIG = {transfer: json.dumps({"backend": backend}) for transfer, backend in BACKENDS.items()}
+# Engines a trainer's transport also works with: vLLM's own IPC engine, as a plain `vllm serve` starts it.
+ALSO_TAKES = {IPC: ("ipc",)}
 
 
 def weight_transfer_setting(group: str | None = None) -> Any:
@@ -94,7 +99,7 @@ def describe(chosen: str, share_gpus: bool) -> str:
 def backend_mismatch(backend: str | None, transfer: str, url: str) -> str | None:
     """Why a server whose weight-transfer engine is `backend` (None: none) cannot take this trainer's
     `transfer`, naming the fix; None when it can."""
-    if backend == transfer:
+    if backend == BACKENDS[transfer] or backend in ALSO_TAKES.get(transfer, ()):
         return None
     started = f"started with the {backend} weight-transfer engine" if backend else "started with none"
     other = NCCL if transfer == IPC else IPC

@@ -13,6 +13,9 @@ processes, which vLLM starts itself; vLLM runs its general plugins (the entry-po
 `vllm.general_plugins`, declared in pyproject.toml) in every one of its processes before it loads a model, so
 the plugin here imports the module there first, and vLLM's own import of it then finds it done. Where ray is
 installed, nothing is replaced.
+
+The plugin also registers trlstack's engine, `trlstack-ipc` (vllm_engine.py: vLLM's IPC engine, loading an
+unquantized model's weights in place), by module path: vLLM imports it only where a server asks for it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import types
 from typing import Any
 
 IPC_ENGINE = "vllm.distributed.weight_transfer.ipc_engine"
+ENGINE = ("trlstack-ipc", "trlstack.vllm_engine", "InPlaceIPCEngine")  # the backend's name, where it lives
 WHY = (
     "ray is not installed: trlstack sends CUDA-IPC weight updates over HTTP (send_mode='http'), never "
     "through ray"
@@ -56,9 +60,19 @@ def import_ipc_engine() -> types.ModuleType:
             del sys.modules["ray"]
 
 
-def ipc_engine_without_ray() -> None:
+def register_engine() -> None:
+    """trlstack's engine in vLLM's registry, once per process (lazily: by module path)."""
+    from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory
+
+    if ENGINE[0] not in WeightTransferEngineFactory._registry:  # the plugin may run twice in one process
+        WeightTransferEngineFactory.register_engine(*ENGINE)
+
+
+def ipc_engines() -> None:
     """The vLLM plugin: vLLM calls it once in each of its processes (every process may create the engine).
     vLLM does not catch what a plugin raises, so a failure here is left to the engine's own import, where
     only a server that asks for the IPC engine meets it, in vLLM's words."""
     with contextlib.suppress(Exception):  # not this plugin's to report; see the docstring
         import_ipc_engine()
+    with contextlib.suppress(Exception):  # a vLLM without the registry: `trlstack-ipc` is then unknown to it
+        register_engine()

@@ -25,7 +25,7 @@ from test_server_mode import Served, checkpoints, fixed_sequence, losses, server
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(bool(missing()), reason=str(missing()))]
 
 SHARED = Layout("shared-gpu-ipc", serve_gpus="0", train_gpus="0", share=True, needs_gpus=1)  # auto: ipc
-SERVER_ENGINE = "Creating weight transfer engine: IPCWeightTransferEngine"
+SERVER_ENGINE = "Creating weight transfer engine: InPlaceIPCEngine"  # vllm_engine.py
 TRAINER_PUSH = "train: weights reach the vLLM server through CUDA IPC (TRLSTACK_WEIGHT_TRANSFER=ipc)"
 STUCK_PHASE = "stuck while waiting for the vLLM server to load the parameters up to "
 
@@ -39,7 +39,7 @@ def served(tiny, tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, process, log)
-        assert SERVER_ENGINE in log.read_text(), "serve-vllm --share-gpus did not start vLLM's IPC engine"
+        assert SERVER_ENGINE in log.read_text(), "serve-vllm --share-gpus did not start trlstack's IPC engine"
         yield Served(SHARED, url, process, log)
     finally:
         stop(process)

@@ -14,9 +14,9 @@ import pytest
 CHECK = textwrap.dedent(
     """
     import importlib.util, sys
-    from trlstack.vllm_plugin import import_ipc_engine, ipc_engine_without_ray
+    from trlstack.vllm_plugin import import_ipc_engine, ipc_engines
     assert importlib.util.find_spec("ray") is None
-    ipc_engine_without_ray()
+    ipc_engines()
     module = sys.modules["vllm.distributed.weight_transfer.ipc_engine"]
     assert module is import_ipc_engine()  # once
     assert "ray" not in sys.modules and importlib.util.find_spec("ray") is None
@@ -54,16 +54,14 @@ def test_the_engine_module_imports_without_ray_and_leaves_no_ray_behind(tmp_path
 
 def test_a_failing_import_is_left_to_vllm_and_never_breaks_its_other_engines(tmp_path):
     stand_in(tmp_path, "raise ImportError('pybase64 missing')\n")
-    code = "from trlstack.vllm_plugin import ipc_engine_without_ray\nipc_engine_without_ray()\nprint('ok')"
+    code = "from trlstack.vllm_plugin import ipc_engines\nipc_engines()\nprint('ok')"
     done = run(tmp_path, code)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
 
 
 def test_vllm_finds_the_plugin_among_its_general_plugins():
     found = importlib.metadata.entry_points(group="vllm.general_plugins")
-    assert [e.value for e in found if e.name == "trlstack_ipc_engine_without_ray"] == [
-        "trlstack.vllm_plugin:ipc_engine_without_ray"
-    ]
+    assert [e.value for e in found if e.name == "trlstack_ipc_engine"] == ["trlstack.vllm_plugin:ipc_engines"]
 
 
 def test_vllms_own_ipc_engine_imports_through_it():
@@ -76,3 +74,32 @@ def test_vllms_own_ipc_engine_imports_through_it():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[0] == "IPCWeightTransferEngine"
+
+
+def test_the_plugin_registers_trlstacks_engine_once_by_module_path(tmp_path):
+    stand_in(tmp_path, "import ray\n")
+    factory = tmp_path / "vllm" / "distributed" / "weight_transfer" / "factory.py"
+    factory.write_text(
+        textwrap.dedent(
+            """
+            class WeightTransferEngineFactory:
+                _registry = {}
+                calls = []
+
+                @classmethod
+                def register_engine(cls, name, module_path, class_name=None):
+                    if name in cls._registry:
+                        raise ValueError(name)
+                    cls.calls.append((name, module_path, class_name))
+                    cls._registry[name] = lambda: None
+            """
+        )
+    )
+    code = (
+        "from trlstack.vllm_plugin import ipc_engines\nipc_engines()\nipc_engines()\n"
+        "from vllm.distributed.weight_transfer.factory import WeightTransferEngineFactory as F\n"
+        "print(F.calls)"
+    )
+    done = run(tmp_path, code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[('trlstack-ipc', 'trlstack.vllm_engine', 'InPlaceIPCEngine')]"

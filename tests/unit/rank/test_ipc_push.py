@@ -1,30 +1,19 @@
-"""trlstack.rank.ipc_push: the weight push through CUDA IPC in every rank. Its pure parts, its HTTP steps
-against a real server on loopback, every rank's part in each recipe's push with stand-ins for TRL's classes
-and vLLM's sender (no torch or TRL needed), and, where the gpu extra is installed, that TRL and vLLM still
-have every name it replaces or calls. tests/gpu/test_ipc.py runs it for real."""
+"""trlstack.rank.ipc_push: the weight push through CUDA IPC in every rank. Its pure parts, the NCCL join's
+check against stand-in endpoints on loopback (conftest.py), every rank's part in each recipe's push with
+stand-ins for TRL's classes and vLLM's sender (no torch or TRL needed), and, where the gpu extra is
+installed, that TRL and vLLM still have every name it replaces or calls. tests/gpu/test_ipc.py runs it
+for real."""
 
 from __future__ import annotations
 
-import base64
-import http.server
 import importlib
 import inspect
-import json
-import pickle
 import sys
-import threading
 from types import SimpleNamespace
 
 import pytest
 from trlstack.rank import ipc_push
-from trlstack.rank.ipc_push import (
-    Server,
-    backend_of,
-    buffer_bytes,
-    check_backend,
-    http_update,
-    transfer_from,
-)
+from trlstack.rank.ipc_push import buffer_bytes, transfer_from
 
 GIB = 1 << 30
 
@@ -35,113 +24,11 @@ def test_the_packed_buffer_holds_the_largest_parameter_at_least():
     assert buffer_bytes(10, packed=None) is None  # one handle per parameter
 
 
-def test_the_update_is_sent_as_vllms_http_transport_sends_it():
-    info = SimpleNamespace(
-        names=["a", "b"], dtype_names=["bfloat16"] * 2, shapes=[[2], [3]], packed=True, tensor_sizes=[4, 6],
-        ipc_handles={"GPU-1": ("handle", 7)},
-    )  # fmt: skip
-    update = http_update(info)
-    assert pickle.loads(base64.b64decode(update.pop("ipc_handles_pickled"))) == {"GPU-1": ("handle", 7)}
-    assert update == {
-        "names": ["a", "b"], "dtype_names": ["bfloat16"] * 2, "shapes": [[2], [3]], "packed": True,
-        "tensor_sizes": [4, 6],
-    }  # fmt: skip
-    json.dumps(update)  # it travels as JSON
-    info.tensor_sizes, info.packed = None, False
-    assert "tensor_sizes" not in http_update(info)
-
-
-def test_the_servers_engine_is_read_from_server_info():
-    assert backend_of({"vllm_config": {"weight_transfer_config": {"backend": "ipc"}}}) == "ipc"
-    assert backend_of({"vllm_config": {"weight_transfer_config": None}}) is None
-
-
-@pytest.mark.parametrize(
-    ("backend", "transfer", "words"),
-    [
-        ("nccl", "ipc", ["started with the nccl weight-transfer engine", "pushes its weights through ipc",
-                         "--weight-transfer nccl"]),
-        ("ipc", "nccl", ["started with the ipc weight-transfer engine", "auto picks ipc for both"]),
-        (None, "ipc", ["was started with none"]),
-    ],
-)  # fmt: skip
-def test_a_server_started_for_the_other_transport_is_named_at_once(backend, transfer, words):
-    with pytest.raises(RuntimeError) as error:
-        check_backend(backend, transfer, "http://127.0.0.1:8000")
-    assert all(word in str(error.value) for word in words), str(error.value)
-    check_backend(transfer, transfer, "http://127.0.0.1:8000")
-
-
 def test_the_ranks_read_the_transport_train_hands_them():
     assert transfer_from({}) is None and transfer_from({"TRLSTACK_WEIGHT_TRANSFER": ""}) is None
     assert transfer_from({"TRLSTACK_WEIGHT_TRANSFER": "ipc"}) == "ipc"
     with pytest.raises(SystemExit, match="'shm' is not ipc or nccl"):
         transfer_from({"TRLSTACK_WEIGHT_TRANSFER": "shm"})
-
-
-class Endpoints(http.server.BaseHTTPRequestHandler):
-    """vLLM's dev-mode endpoints as the IPC push calls them; each request recorded."""
-
-    backend = "ipc"
-    failing = ""
-    seen: list = []
-
-    def do_GET(self):  # noqa: N802 - http.server's name
-        assert self.path == "/server_info?config_format=json"
-        self.answer(200, {"vllm_config": {"weight_transfer_config": {"backend": self.backend}}})
-
-    def do_POST(self):  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.seen.append((self.path, body))
-        if self.path == self.failing:
-            self.answer(500, {"error": "CUDA out of memory"})
-        else:
-            self.answer(200, {"message": "ok"})
-
-    def answer(self, status, document):
-        data = json.dumps(document).encode()
-        self.send_response(status)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def endpoints():
-    Endpoints.seen, Endpoints.backend, Endpoints.failing = [], "ipc", ""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Endpoints)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", Endpoints
-    server.shutdown()
-
-
-def test_the_first_rank_joins_starts_loads_and_finishes_over_http(endpoints):
-    url, handler = endpoints
-    server = Server(url + "/")
-    server.join("ipc")
-    server.start()
-    server.load({"names": ["a"]})
-    server.finish()
-    assert handler.seen == [
-        ("/init_weight_transfer_engine", {"init_info": {}}),
-        ("/start_weight_update", {}),
-        ("/update_weights", {"update_info": {"names": ["a"]}}),
-        ("/finish_weight_update", {}),
-    ]
-
-
-def test_a_refused_update_names_the_server_the_step_and_its_answer(endpoints):
-    url, handler = endpoints
-    handler.failing = "/update_weights"
-    with pytest.raises(RuntimeError, match=r"answered /update_weights with 500: .*CUDA out of memory"):
-        Server(url).load({"names": ["a"]})
-    handler.backend = "nccl"
-    with pytest.raises(RuntimeError, match="started with the nccl weight-transfer engine"):
-        Server(url).join("ipc")
-    assert [path for path, _ in handler.seen] == ["/update_weights"]  # a wrong engine is not initialised
 
 
 # Every rank's part, with vLLM's sender replaced by a recorder: which walk each rank sends, and which holds
@@ -269,7 +156,7 @@ def test_the_nccl_join_checks_the_servers_engine_first(endpoints):
     url, handler = endpoints
     joined = []
     join = ipc_push.checked_join(lambda client, device=0: joined.append(device))
-    with pytest.raises(RuntimeError, match="started with the ipc weight-transfer engine"):
+    with pytest.raises(RuntimeError, match="started with the trlstack-ipc weight-transfer engine"):
         join(SimpleNamespace(base_url=url), device=3)
     handler.backend = "nccl"
     join(SimpleNamespace(base_url=url), device=3)

@@ -69,9 +69,9 @@ def test_one_visible_gpu_and_no_server_named_trains_at_once_without_waiting(
 def test_where_the_one_gpu_rule_wants_a_server_train_refuses_naming_both_ways(monkeypatch):
     # a model size at which a server beside the trainer is measured faster: the plan plans it, and a run that
     # names none is refused at once, naming how to start one and how to stay colocate
-    import trlstack.plan
+    from trlstack.plan import one_gpu
 
-    monkeypatch.setattr(trlstack.plan, "one_gpu_choice", lambda parameters: (True, "measured faster"))
+    monkeypatch.setattr(one_gpu, "one_gpu_choice", lambda parameters: (True, "measured faster"))
     assert make_plan(gpus(1)).share_gpus
     with pytest.raises(UsageError) as error:
         choose_mode(TrainSettings(recipe="grpo"), GRPO, 1)

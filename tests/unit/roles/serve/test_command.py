@@ -63,7 +63,7 @@ def test_sharing_the_gpus_over_nccl_names_this_role_a_host_of_its_own_and_leaves
 def test_sharing_the_gpus_takes_the_cuda_ipc_engine_and_lets_vllm_unpickle_its_handles():
     command = build_command(ServeSettings(share_gpus=True), gpus(2))
     assert command.argv[3:9] == [
-        "--weight-transfer-config", '{"backend": "ipc"}',
+        "--weight-transfer-config", '{"backend": "trlstack-ipc"}',
         "--logprobs-mode", "processed_logprobs", "--max-logprobs", "-1",
     ]  # fmt: skip
     assert command.env["VLLM_ALLOW_INSECURE_SERIALIZATION"] == "1"
@@ -111,7 +111,7 @@ def test_sharing_is_read_from_the_environment_as_compose_writes_it(clean_env, ca
     clean_env.setenv("TRLSTACK_SHARE_GPUS", yes)
     assert serve.main(["--gpus", "1", "--print-command"]) == 0
     out = capsys.readouterr().out
-    assert """{"backend": "ipc"}""" in out and "--gpu-memory-utilization 0.3" in out
+    assert """{"backend": "trlstack-ipc"}""" in out and "--gpu-memory-utilization 0.3" in out
     clean_env.setenv("TRLSTACK_WEIGHT_TRANSFER", "nccl")
     assert serve.main(["--gpus", "1", "--print-command"]) == 0
     assert "NCCL_HOSTID=" in capsys.readouterr().out
