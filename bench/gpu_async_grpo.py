@@ -207,6 +207,11 @@ def main() -> int:
         help="how the weights reach the server (the figures recorded below: nccl; ipc needs shared-gpu)",
     )
     parser.add_argument(
+        "--bf16-weights",
+        action="store_true",
+        help="grpo's weights in bf16 too (`-- --dtype bfloat16`), as async-grpo's always are: like for like",
+    )
+    parser.add_argument(
         "--measure-after",
         type=Path,
         help="start the server now, but run no trainer before this file exists (other GPU work can end while "
@@ -230,8 +235,11 @@ def main() -> int:
         if shared
         else "one GPU each",
         # each recipe's own default: grpo trains float32 weights under bf16 autocast (TRL's), async-grpo bf16
-        # weights (its recipe: the server's dtype, which its weight sync needs)
-        "weights_dtype": {"grpo": "float32 (bf16 autocast)", "async-grpo": "bfloat16"},
+        # weights (its recipe: the server's dtype, which its weight sync needs); --bf16-weights: bf16 both
+        "weights_dtype": {
+            "grpo": "bfloat16 (-- --dtype bfloat16)" if args.bf16_weights else "float32 (bf16 autocast)",
+            "async-grpo": "bfloat16",
+        },
         "shape": args.shape,
         **{
             key: getattr(args, key)

@@ -9,7 +9,7 @@ import.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +53,13 @@ def check_task(
     return report
 
 
-def require_task(config: Mapping[str, Any], recipe: Recipe, source: Path, root: Path, name: str) -> Report:
-    """check_task, then UsageError listing every problem (each with its fix) where there is one."""
-    report = check_task(config, recipe, source, root)
+def require_task(
+    config: Mapping[str, Any], recipe: Recipe, source: Path, root: Path, name: str, extra: Sequence[str] = ()
+) -> Report:
+    """check_task on the config as the recipe's script will see it (the values after `--`, `extra`, over
+    the file's: `-- --reward_funcs my.reward` is the reward checked), then UsageError listing every problem
+    (each with its fix) where there is one."""
+    report = check_task(trl_config.with_passed(config, extra, recipe), recipe, source, root)
     if report.problems:
         raise UsageError(report.text(name))
     return report

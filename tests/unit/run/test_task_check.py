@@ -10,7 +10,7 @@ import sys
 import textwrap
 
 import pytest
-from task_harness import check, edit_config, problems, scaffold
+from task_harness import add_reward, check, edit_config, problems, scaffold
 from trlstack.errors import UsageError
 from trlstack.recipes import RECIPES
 from trlstack.run import task_check, trl_config
@@ -70,6 +70,17 @@ def test_require_task_refuses_with_every_problem_and_starts_nothing(tmp_path):
     with pytest.raises(UsageError) as error:
         task_check.require_task(config, GRPO, root / "config.yaml", root, "task t")
     assert str(error.value).startswith("task t: 2 problem(s), nothing was started:\n  - config.yaml: keys")
+
+
+def test_the_rewards_given_after_the_double_dash_are_the_ones_checked(tmp_path):
+    # train and slurm check the config as the script sees it: `-- --reward_funcs X` replaces the file's
+    root = scaffold(tmp_path / "t")
+    add_reward(root, "def broken(completions, **kwargs):\n    raise ValueError('no')\n", "broken")
+    config = trl_config.load_config(root / "config.yaml")
+    with pytest.raises(UsageError, match="reward rewards.broken raised ValueError"):
+        task_check.require_task(config, GRPO, root / "config.yaml", root, "task t")
+    passed = ["--reward_funcs", "rewards.brevity", "--max_steps", "3"]
+    task_check.require_task(config, GRPO, root / "config.yaml", root, "task t", passed)
 
 
 def test_the_scaffold_is_checked_in_well_under_10_s_without_torch_trl_or_datasets(tmp_path):

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     check_host(settings, delivery.script(settings), delivery.dry_run, delivery.submit)
     # The task check train runs when it starts, here, before anything is queued: a broken task is refused in
     # seconds, not on every trainer once the job runs.
-    report = require_task(job.config, job.recipe, job.source, job.root, "task check")
+    report = require_task(job.config, job.recipe, job.source, job.root, "task check", settings.train_args)
     if settings.train.task:
         say(report.text("task check"))
     ready_run_folder(job, delivery.dry_run)

@@ -93,7 +93,8 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     require_program(launch.command)
     # The task (rewards called on its rows, its data and model) before waiting for the server: seconds.
     root = task.base_folder(settings, Path.cwd())
-    say(require_task(launch.config, recipe, source, root, "task check").text("task check"))
+    report = require_task(launch.config, recipe, source, root, "task check", settings.extra)
+    say(report.text("task check"))
     if launch.mode == "server":  # decided with the launch: a run that names no server may be colocate
         wait_for_server(settings, launch.config["model_name_or_path"], environ)
     output_dir = Path(launch.config["output_dir"])
