@@ -64,11 +64,11 @@ def pusher(transport: str, url: str, model, group_port: int, spent: dict):
         return lambda: client.update_named_params(metadata, named())
     from trlstack.rank import ipc_push
 
-    ipc_push.PACKED_BUFFER_BYTES = None if transport == "ipc-unpacked" else (1 << 30)
     server = timed_server(url, spent)
     server.join("ipc", in_place=transport != "ipc-packed-layerwise")
-    largest = ipc_push.largest_parameter(model)
-    return lambda: ipc_push.send(named(), server, largest)
+    packed = None if transport == "ipc-unpacked" else ipc_push.PACKED_BUFFER_BYTES
+    buffer = ipc_push.buffer_bytes(ipc_push.largest_parameter(model), packed)
+    return lambda: ipc_push.send(named(), server, buffer)
 
 
 def measure(push, pushes: int, warmup: int, spent: dict) -> tuple[list[float], list[int], list[dict]]:

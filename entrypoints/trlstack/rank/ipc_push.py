@@ -14,8 +14,9 @@ send of our own for its HTTP step so that the push guard can name it (`Server.lo
 holds the whole parameters on its own GPU, and vLLM's sender all-gathers the ranks' handles so that a server
 worker on any of these GPUs finds its own; the first rank posts them. The tensors stay alive until the
 server has answered, that is until it has loaded them (vLLM's sender holds them through the send, then waits
-for every rank). Mode: packed (PACKED_BUFFER_BYTES), vLLM's bounded buffer: the parameters are copied into one
-buffer the server maps once per push, and cloned out of it, chunk by chunk.
+for every rank). Mode (`choose_buffer`): packed (PACKED_BUFFER_BYTES), vLLM's bounded buffer the parameters
+are copied into, which the server maps and clones out of, chunk by chunk; or, for a model of more than one
+buffer whose parameters can be shared as they are, one handle per parameter.
 
 Installed by rank/run.py before the push guard, which then bounds these pushes as it bounds TRL's: it wraps
 the methods replaced here (the pushers), the walks they call, and `Server`'s steps. Replaced, in place:
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -43,11 +45,12 @@ from trlstack.transfer import IPC, NCCL
 from trlstack.vllm_plugin import import_ipc_engine
 
 # vLLM's packed mode: the parameters are copied into one buffer of this size (at least the largest parameter)
-# that the server maps and clones out of, one chunk at a time. None: one handle per parameter instead, which
-# shares the parameters themselves (no copy), but the server then maps every one (a CUDA-IPC handle and event
-# each), and a walk that restores the parameters once it ends (PEFT's unmerge, without FSDP) would change them
-# before the server reads them. bench/gpu_server_mode.py measures both.
-PACKED_BUFFER_BYTES: int | None = 1 << 30
+# that the server maps and clones out of, one chunk at a time. Unpacked, one handle per parameter shares the
+# parameters themselves (no copy; the server maps each one), measured faster once a model needs more than one
+# buffer (bench/gpu_server_mode.py --ipc; docker/README.md, "CUDA IPC"), but wrong or costly where the walk
+# hands over what it does not keep: PEFT's merged weights (its unmerge runs once the walk ends, before the
+# server reads them) and FSDP2's gathered copies (vLLM's sender holds them all until the server answers).
+PACKED_BUFFER_BYTES = 1 << 30
 
 GENERATION = ("trl.generation.vllm_generation", "VLLMGeneration")
 ONLINE_DPO = ("trl.experimental.online_dpo", "OnlineDPOTrainer")
@@ -62,16 +65,43 @@ def buffer_bytes(largest: int, packed: int | None) -> int | None:
     return None if packed is None else max(packed, largest)
 
 
+def choose_buffer(total: int, largest: int, shareable: bool) -> int | None:
+    """The push's packed buffer (None: one handle per parameter) for parameters of `total` bytes: packed
+    where they fit one buffer (one handle, one update: faster) or cannot be shared as they are, else
+    unpacked."""
+    packed = total <= PACKED_BUFFER_BYTES or not shareable
+    return buffer_bytes(largest, PACKED_BUFFER_BYTES if packed else None)
+
+
+def model_buffer(model: Any) -> int | None:
+    """choose_buffer for a model's push (every rank of a run decides alike: they hold the same model)."""
+    sizes = [int(p.numel() * p.element_size()) for p in model.parameters()]
+    return choose_buffer(sum(sizes), max(sizes, default=0), shares_safely(model))
+
+
+def shares_safely(model: Any) -> bool:
+    """Whether the walk hands over the model's own parameters, kept as they are until the server reads them:
+    no PEFT adapter, no FSDP2 DTensor. Each is asked only where its library is loaded (a PEFT model or a
+    DTensor loads it), so deciding imports nothing."""
+    if sys.modules.get("peft") is not None:
+        from accelerate.utils import is_peft_model
+
+        if is_peft_model(model):
+            return False
+    tensor = sys.modules.get("torch.distributed.tensor")
+    return tensor is None or not any(isinstance(p, tensor.DTensor) for p in model.parameters())
+
+
 def largest_parameter(model: Any) -> int:
     """Bytes of the model's largest parameter, whole (a DTensor's numel is its global size)."""
     return int(max((p.numel() * p.element_size() for p in model.parameters()), default=0))
 
 
-def send(items: Iterator[tuple[str, Any]], server: Server | None, largest: int) -> None:
-    """Push (name, whole tensor on this rank's GPU) pairs; every rank calls it with its walk, the first with
-    `server`, which it posts to. Returns once the server has loaded every parameter and every rank knows."""
+def send(items: Iterator[tuple[str, Any]], server: Server | None, buffer: int | None) -> None:
+    """Push (name, whole tensor on this rank's GPU) pairs, packed into a `buffer` of that many bytes (None:
+    one handle per parameter); every rank calls it with its walk, the first with `server`, which it posts to.
+    Returns once the server has loaded every parameter and every rank knows."""
     engine = import_ipc_engine()
-    buffer = buffer_bytes(largest, PACKED_BUFFER_BYTES)  # read now: the benchmark sets it
 
     def post(info: Any) -> None:
         if server is None:  # vLLM's sender posts from its rank 0 only, which is the server's holder
@@ -127,7 +157,7 @@ def generation_sync(sync_weights: Callable[..., Any]) -> Callable[..., Any]:
             return
         main = generation.accelerator.is_main_process
         client = generation.vllm_client if main else None
-        send(generation._iter_named_params(), server_of(client), largest_parameter(generation.model))
+        send(generation._iter_named_params(), server_of(client), model_buffer(generation.model))
         if client is not None:
             client.reset_prefix_cache()
         return None
@@ -175,7 +205,7 @@ def online_dpo_move(move: Callable[..., Any]) -> Callable[..., Any]:
         client = trainer.vllm_client if main else None
         # Looked up at call time: the push guard notes this walk's steps by wrapping the module's name.
         walk = globals()["online_dpo_params"]
-        send(walk(trainer), server_of(client), largest_parameter(trainer.model))
+        send(walk(trainer), server_of(client), model_buffer(trainer.model))
         if client is not None:
             client.reset_prefix_cache()
         return None
@@ -184,10 +214,11 @@ def online_dpo_move(move: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def async_send(transfer: Any, iterator: Iterator[tuple[str, Any]]) -> None:
-    """WeightTransferClient.send_weights (async-grpo, the first rank): TRL's update, through CUDA IPC."""
+    """WeightTransferClient.send_weights (async-grpo, the first rank): TRL's update, through CUDA IPC, packed
+    (its walk is TRL's own, whose tensors trlstack does not hold to; the other ranks pack alike)."""
     info = transfer._weight_update_info
     sizes = (shape_bytes(s, dtype) for s, dtype in zip(info["shapes"], info["dtype_names"], strict=True))
-    send(iterator, server_of(transfer), max(sizes, default=0))
+    send(iterator, server_of(transfer), buffer_bytes(max(sizes, default=0), PACKED_BUFFER_BYTES))
 
 
 def shape_bytes(shape: list[int], dtype_name: str) -> int:
@@ -216,7 +247,7 @@ def async_walk(walk: Callable[..., Iterator[Any]]) -> Callable[..., Iterator[Any
             yield from walk(trainer)
             return
         model = trainer.accelerator.unwrap_model(trainer.model)
-        send(walk(trainer), None, largest_parameter(model))
+        send(walk(trainer), None, buffer_bytes(largest_parameter(model), PACKED_BUFFER_BYTES))
 
     return walk_or_send
 

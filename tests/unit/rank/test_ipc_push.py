@@ -24,6 +24,22 @@ def test_the_packed_buffer_holds_the_largest_parameter_at_least():
     assert buffer_bytes(10, packed=None) is None  # one handle per parameter
 
 
+def test_a_model_of_one_buffer_is_packed_and_a_larger_one_shares_its_parameters_where_it_can():
+    assert ipc_push.choose_buffer(990_000_000, 272_000_000, shareable=True) == GIB  # 0.5B: one handle
+    assert ipc_push.choose_buffer(3_090_000_000, 467_000_000, shareable=True) is None  # 1.5B: unpacked
+    # PEFT's merged weights or FSDP2's gathered copies are copied out, whatever the size
+    assert ipc_push.choose_buffer(3_090_000_000, 467_000_000, shareable=False) == GIB
+    assert ipc_push.choose_buffer(15_200_000_000, 1_090_011_136, shareable=False) == 1_090_011_136
+
+
+def test_without_peft_or_fsdp_loaded_a_models_parameters_are_shared_as_they_are():
+    big = SimpleNamespace(parameters=lambda: [Param(GIB), Param(GIB // 2)])
+    if "peft" not in sys.modules and "torch.distributed.tensor" not in sys.modules:
+        assert ipc_push.shares_safely(big)
+        assert ipc_push.model_buffer(big) is None  # 3 GiB of bf16 parameters
+    assert ipc_push.model_buffer(Model()) == GIB
+
+
 def test_the_ranks_read_the_transport_train_hands_them():
     assert transfer_from({}) is None and transfer_from({"TRLSTACK_WEIGHT_TRANSFER": ""}) is None
     assert transfer_from({"TRLSTACK_WEIGHT_TRANSFER": "ipc"}) == "ipc"
@@ -39,8 +55,8 @@ def test_the_ranks_read_the_transport_train_hands_them():
 def sent(monkeypatch):
     calls = []
 
-    def record(items, server, largest):
-        calls.append(([name for name, _ in items], server, largest))
+    def record(items, server, buffer):
+        calls.append(([name for name, _ in items], server, buffer))
 
     monkeypatch.setattr(ipc_push, "send", record)
     return calls
@@ -89,7 +105,7 @@ def test_grpo_and_rloo_every_rank_sends_its_walk_and_the_first_holds_the_server(
     first, other = Generation(), Generation(main=False)
     sync(first)
     sync(other)
-    assert sent == [(["a", "b"], "the server", 600), (["a", "b"], None, 600)]
+    assert sent == [(["a", "b"], "the server", GIB), (["a", "b"], None, GIB)]
     assert first.vllm_client.resets == 1 and not first.pushed_by_trl and not other.pushed_by_trl
 
 
@@ -122,7 +138,7 @@ def test_online_dpo_every_rank_sends_the_walk_the_push_guard_notes(sent, monkeyp
     first, other = OnlineDPO(), OnlineDPO(main=False)
     move(first)
     move(other)
-    assert sent == [(["w"], "the server", 600), (["w"], None, 600)] and walked == [first, other]
+    assert sent == [(["w"], "the server", GIB), (["w"], None, GIB)] and walked == [first, other]
     colocated = OnlineDPO(mode="colocate")
     move(colocated)
     assert colocated.moved_by_trl and len(sent) == 2
@@ -141,7 +157,7 @@ def test_async_grpo_the_first_rank_sends_through_its_transfer_and_the_others_fro
     walk = ipc_push.async_walk(AsyncTrainer._streaming_iter)
     assert list(walk(AsyncTrainer(main=True))) == [("x", 1), ("y", 2)] and sent == []
     assert list(walk(AsyncTrainer(main=False))) == []  # TRL drains it; the walk went to the send
-    assert sent == [(["x", "y"], None, 600)]
+    assert sent == [(["x", "y"], None, GIB)]
 
 
 def test_async_grpos_first_rank_sizes_the_buffer_from_trls_manifest(sent, monkeypatch):
@@ -149,7 +165,7 @@ def test_async_grpos_first_rank_sizes_the_buffer_from_trls_manifest(sent, monkey
     transfer = SimpleNamespace(_weight_update_info={"shapes": [[10], [300]], "dtype_names": ["bfloat16"] * 2})
     setattr(transfer, ipc_push.SERVER_ATTRIBUTE, "the server")
     ipc_push.async_send(transfer, iter([("x", 1)]))
-    assert sent == [(["x"], "the server", 600)]
+    assert sent == [(["x"], "the server", GIB)]
 
 
 def test_the_nccl_join_checks_the_servers_engine_first(endpoints):
