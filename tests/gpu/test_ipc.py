@@ -161,3 +161,49 @@ def test_a_server_wedged_while_loading_ends_the_run_within_the_bound_naming_the_
     assert took < bound + 60, text[-4000:]
     # Nothing saved is lost: step 1's checkpoint, written before the stuck push, is whole.
     assert (output / "checkpoint-1" / "trainer_state.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("packed", "in_place"),
+    [(False, True), (True, True), (True, False)],
+    ids=["unpacked-in-place", "packed-in-place", "packed-layerwise"],
+)
+def test_changed_weights_pushed_each_way_are_the_ones_the_server_scores_with(
+    served, tiny, tmp_path, packed, in_place
+):
+    """rank/ipc_push.send as a rank calls it, one handle per parameter (train's choice beyond one buffer) or
+    packed, the server loading in place (trlstack's engine) or through vLLM's layerwise reload: the server's
+    log-probabilities then match the changed model's own, not the model it started with."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    from trlstack.rank import ipc_push
+    from trlstack.rank.ipc_server import Server
+
+    token_ids, prompt_length = fixed_sequence(tiny)
+    model = AutoModelForCausalLM.from_pretrained(tiny / "model", dtype=torch.bfloat16).to("cuda:0")
+    generator = torch.Generator(device="cuda:0").manual_seed(7 + 2 * packed + in_place)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(
+                torch.randn(param.shape, generator=generator, device="cuda:0", dtype=param.dtype) * 0.05
+            )
+    changed = tmp_path / "changed"
+    model.save_pretrained(changed)
+    server = Server(served.url)
+    server.join("ipc", in_place=in_place)
+    buffer = ipc_push.buffer_bytes(
+        ipc_push.largest_parameter(model), ipc_push.PACKED_BUFFER_BYTES if packed else None
+    )
+    try:
+        ipc_push.send(((name, param.data) for name, param in model.named_parameters()), server, buffer)
+    finally:
+        server.join("ipc")  # the engine's default again for the module's other runs
+    after = server_logprobs(served.url, token_ids, prompt_length)
+    to_changed = max(
+        abs(a - b) for a, b in zip(after, trainer_logprobs(changed, token_ids, prompt_length), strict=True)
+    )
+    to_start = max(
+        abs(a - b)
+        for a, b in zip(after, trainer_logprobs(tiny / "model", token_ids, prompt_length), strict=True)
+    )
+    assert to_changed < 0.05 < to_start, (to_changed, to_start)
