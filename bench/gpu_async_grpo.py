@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,12 +33,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from gpu_grpo import words  # noqa: E402
 from gpu_grpo_breakdown import versions  # noqa: E402
-from trlstack.errors import UsageError  # noqa: E402
-from trlstack.plan import SHARED_MEMORY_FRACTION, SPLIT_MEMORY_FRACTION  # noqa: E402
-from trlstack.ports import free_port  # noqa: E402
-from trlstack.roles.train.health import wait_for_health  # noqa: E402
+from server_cases import LAYOUTS, start_server, stop  # noqa: E402
 
-LAYOUTS = {"shared-gpu": ("0", "0", True), "two-gpu": ("0", "1", False)}  # serve GPU, train GPU, shared
 RECIPES = ("grpo", "async-grpo")
 REWARD = "rewards.varied_reward"  # tests/gpu/rewards.py
 
@@ -59,36 +54,6 @@ def make_dataset(work: Path, prompt_words: int) -> Path:
     rows = (" ".join(vocabulary[(7 * i + j) % 5000] for j in range(prompt_words)) for i in range(4096))
     (folder / "train.jsonl").write_text("".join(json.dumps({"prompt": row}) + "\n" for row in rows))
     return folder
-
-
-def start_server(
-    model_dir: Path, layout: str, log: Path, kv_cache_bytes: int | None, transfer: str = "nccl"
-) -> tuple[subprocess.Popen, str, float]:
-    serve_gpu, _, shared = LAYOUTS[layout]
-    port = free_port()
-    fraction = SHARED_MEMORY_FRACTION if shared else SPLIT_MEMORY_FRACTION
-    argv = ["serve-vllm", "--model", str(model_dir), "--port", str(port), "--gpu-memory-utilization",
-            str(fraction), *(["--share-gpus"] if shared else []), "--weight-transfer", transfer,
-            *(["--", "--kv-cache-memory-bytes", str(kv_cache_bytes)] if kv_cache_bytes else [])]  # fmt: skip
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": serve_gpu}
-    started = time.perf_counter()
-    server = subprocess.Popen(
-        argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True
-    )
-    url = f"http://127.0.0.1:{port}"
-    exited = lambda: None if server.poll() is None else f"exited with {server.returncode}"  # noqa: E731
-    try:
-        wait_for_health(url, 900, interval=1.0, stopped=exited)
-    except UsageError as error:
-        os.killpg(server.pid, signal.SIGKILL)
-        raise SystemExit(f"{error}; see {log}:\n{log.read_text()[-3000:]}") from None
-    return server, url, time.perf_counter() - started
-
-
-def stop(server: subprocess.Popen) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=120)
 
 
 def train_argv(
@@ -264,8 +229,9 @@ def main() -> int:
 
     model, data = make_model(work, args.shape), make_dataset(work, args.prompt_words)
     server, url, report["server_start_s"] = start_server(
-        model, args.layout, work / "server.log", args.kv_cache_bytes, args.weight_transfer
-    )
+        model, args.layout, work / "server-cache", work / "server.log", False, args.kv_cache_bytes,
+        args.weight_transfer,
+    )  # fmt: skip
     report["server_kv_cache_bytes"] = args.kv_cache_bytes or "profiled by vLLM"
     if args.measure_after is not None:
         report["server_start_note"] = "started while other GPU work ran (--measure-after)"

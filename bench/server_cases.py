@@ -1,5 +1,6 @@
-"""What the server-mode benchmarks share (bench/gpu_server_mode.py, bench/gpu_ipc.py): a serve-vllm started
-for a case and stopped, the bytes a push moves, and a case's row."""
+"""What the server-mode benchmarks share (bench/gpu_server_mode.py, bench/gpu_ipc.py,
+bench/gpu_async_grpo.py): a serve-vllm started for a case and stopped, the bytes a push moves, and a case's
+row."""
 
 from __future__ import annotations
 
@@ -52,8 +53,9 @@ def start_server(
 
 
 def stop(server: subprocess.Popen) -> None:
-    os.killpg(server.pid, signal.SIGTERM)
-    server.wait(timeout=120)
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=120)
 
 
 def weights_bytes(model_dir: Path) -> int:
