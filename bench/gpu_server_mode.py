@@ -16,7 +16,7 @@ warm. Random-weight Qwen2.5-shaped models, bf16 weights, completions forced to -
 
 With --ipc, on one GPU: the weight push through CUDA IPC against NCCL sockets, and what it does to the step,
 side by side at each shape (default 0.5B, 1.5B and the largest shape whose trainer fits beside vLLM's share,
-by trlstack's memory estimate, which the report says). For each shape: a server with vLLM's IPC engine
+by trlstack's memory estimate, which the report says). For each shape: a server with trlstack's IPC engine
 (`serve-vllm --share-gpus`, fixed 2 GiB KV cache), pushed to --pushes times from a process holding the bf16
 weights (bench/gpu_push.py: packed and unpacked, loaded in place, and packed through vLLM's layerwise
 reload), then, at the --step-shapes (all by default), the GRPO step

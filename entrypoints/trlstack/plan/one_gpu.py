@@ -38,7 +38,7 @@ class OneGpuStep:
 ONE_GPU_STEPS = (
     OneGpuStep("0.5B", 494_032_768, 1.10, None, "one H200", server_nccl_s=1.58),
     # bench/results/gpu_ipc.json: TRL's GRPO defaults, bf16 weights, 16 completions (8 a prompt) of 256 tokens
-    OneGpuStep("1.5B", 1_543_714_304, 0.99, 1.13, "one H100"),
+    OneGpuStep("1.5B", 1_543_714_304, 0.97, 1.06, "one H100"),
     OneGpuStep("3B", 3_085_938_688, None, None, "not measured"),
 )
 DEFAULT_PARAMETERS = ONE_GPU_STEPS[0].parameters  # the default model's size (Qwen2.5-0.5B-Instruct)

@@ -4,9 +4,9 @@
 TRL 1.16's clients speak only NCCL: the first rank joins the server's workers in a process group and
 broadcasts every parameter, which on a GPU the two roles share goes over NCCL's sockets (3.9 GB/s). vLLM 0.25
 ships the other end of a faster path, its CUDA-IPC weight-transfer engine (`--weight-transfer-config
-'{"backend": "ipc"}'`, which serve-vllm starts where the GPUs are shared): the trainer hands the server
-CUDA-IPC handles to its own GPU tensors, keyed by the GPU's UUID, and the server's worker on that GPU maps
-them and copies the weights in, at the GPU's memory speed.
+'{"backend": "ipc"}'`; serve-vllm starts trlstack's, vllm_engine.py, where the GPUs are shared): the trainer
+hands the server CUDA-IPC handles to its own GPU tensors, keyed by the GPU's UUID, and the server's worker on
+that GPU maps them and copies the weights in, at the GPU's memory speed.
 
 The trainer side here is vLLM's own sender (`IPCWeightTransferEngine.trainer_send_weights`), given the
 parameters as TRL gathers them (under FSDP2 each rank gathers every parameter in turn, as for NCCL), with a

@@ -6,10 +6,10 @@
 Dev mode exposes unauthenticated endpoints that overwrite the served weights, so the server binds to loopback
 unless told otherwise, and refuses addresses other machines could reach without --allow-public-bind.
 
-Where the trainer shares the server's GPUs (--share-gpus), the weights come through vLLM's CUDA-IPC engine
-instead (transfer.py: `{"backend": "ipc"}`): the trainer posts CUDA-IPC handles to /update_weights, pickled,
-which vLLM unpickles only with VLLM_ALLOW_INSECURE_SERIALIZATION=1. Unpickling runs whatever a request holds,
-so that server binds loopback only, always: no flag opens it to other addresses.
+Where the trainer shares the server's GPUs (--share-gpus), the weights come through trlstack's CUDA-IPC engine
+instead (transfer.py: `{"backend": "trlstack-ipc"}`; vllm_engine.py): the trainer posts CUDA-IPC handles to
+/update_weights, pickled, which vLLM unpickles only with VLLM_ALLOW_INSECURE_SERIALIZATION=1. Unpickling runs
+whatever a request holds, so that server binds loopback only, always: no flag opens it to other addresses.
 """
 
 from __future__ import annotations
