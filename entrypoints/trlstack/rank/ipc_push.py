@@ -82,8 +82,9 @@ def model_buffer(model: Any) -> int | None:
 def shares_safely(model: Any) -> bool:
     """Whether the walk hands over the model's own parameters, kept as they are until the server reads them:
     no PEFT adapter, no FSDP2 DTensor. Each is asked only where its library is loaded (a PEFT model or a
-    DTensor loads it), so deciding imports nothing."""
-    if sys.modules.get("peft") is not None:
+    DTensor loads it), so deciding imports nothing; only a torch module can carry an adapter."""
+    torch = sys.modules.get("torch")
+    if sys.modules.get("peft") is not None and torch is not None and isinstance(model, torch.nn.Module):
         from accelerate.utils import is_peft_model
 
         if is_peft_model(model):

@@ -204,3 +204,21 @@ def test_trl_and_vllm_still_have_every_name_the_ipc_push_replaces_or_calls(monke
     info = inspect.signature(engine.IPCWeightTransferUpdateInfo).parameters
     assert {"names", "dtype_names", "shapes", "ipc_handles_pickled", "tensor_sizes", "packed"} <= set(info)
     assert "ray" not in sys.modules or importlib.util.find_spec("ray") is not None  # no stand-in left
+
+
+def test_a_peft_model_is_copied_out_and_a_plain_torch_model_shared_as_it_is():
+    torch = pytest.importorskip("torch", reason="needs the gpu extra (torch, peft); runs in the image")
+    peft = pytest.importorskip("peft", reason="needs the gpu extra (torch, peft); runs in the image")
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    plain = Tiny()
+    assert ipc_push.shares_safely(plain)
+    adapted = peft.get_peft_model(Tiny(), peft.LoraConfig(r=2, target_modules=["proj"]))
+    assert not ipc_push.shares_safely(adapted)
