@@ -112,6 +112,13 @@ class Cluster:
             time.sleep(1)
         return state
 
+    def wait_nodes_idle(self, timeout: float) -> None:
+        """Until every node is idle: done with the steps and the epilog of a job that ended on it."""
+        deadline = time.monotonic() + timeout
+        while (states := set(self.run("sinfo", "--noheader", "--format=%T").stdout.split())) != {"idle"}:
+            assert time.monotonic() < deadline, f"nodes still {sorted(states)} after {timeout} s"
+            time.sleep(1)
+
     def sacct(self, job: str) -> list[dict[str, str]]:
         """Every record of the job and its steps, every attempt (-D), once accounting has its end."""
         deadline = time.monotonic() + 60
@@ -160,11 +167,10 @@ class Cluster:
         """End every job of USER and wait until the nodes are idle again: the next test starts clean."""
         self.run("scancel", "--user", USER)
         deadline = time.monotonic() + 120
-        while self.run("squeue", "--noheader").stdout.strip() or set(
-            self.run("sinfo", "--noheader", "--format=%T").stdout.split()
-        ) != {"idle"}:
+        while self.run("squeue", "--noheader").stdout.strip():
             assert time.monotonic() < deadline, self.run("squeue").stdout + self.run("sinfo").stdout
             time.sleep(1)
+        self.wait_nodes_idle(timeout=120)
 
     def read(self, path: str) -> str:
         done = self.run("cat", path)

@@ -47,8 +47,10 @@ def test_a_stopped_job_is_requeued_and_resumes_from_its_newest_checkpoint(cluste
     stop = cluster.run("scancel", "--signal=USR1", "--batch", job)
     assert stop.returncode == 0, stop.stderr
 
-    # Requeued: pending again. Slurm holds a requeued job back for two minutes; release it now.
+    # Requeued: pending again. Slurm holds a requeued job back for two minutes; release it once the nodes are
+    # done with the first attempt (a launch on a node still completing it fails the second attempt at once).
     assert cluster.wait_until(job, {"PENDING"}, timeout=300) == "PENDING"
+    cluster.wait_nodes_idle(timeout=300)
     before = {step: cluster.fingerprint(path) for step, path in cluster.checkpoints(f"{RUN}/grpo").items()}
     released = cluster.run("scontrol", "update", f"JobId={job}", "StartTime=now")
     assert released.returncode == 0, released.stderr
