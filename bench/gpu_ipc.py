@@ -212,7 +212,7 @@ def plot(report: dict, out: Path) -> None:
     for offset, transport in enumerate(transports):
         rates = [report["shapes"][s].get("push", {}).get(transport, {}).get("gb_per_s") or 0 for s in shapes]
         bars = push.bar([i + offset * width for i in range(len(shapes))], rates, width, label=transport)
-        push.bar_label(bars, fmt="%.1f", fontsize=7)
+        push.bar_label(bars, labels=[f"{rate:.1f}" if rate else "" for rate in rates], fontsize=7)
     push.set_xticks([i + width for i in range(len(shapes))], shapes)
     push.set_ylabel("GB/s per push")
     push.set_title("weight push, one GPU", fontsize=9)
@@ -222,7 +222,7 @@ def plot(report: dict, out: Path) -> None:
     ):
         seconds = [report["shapes"][s].get(key, {}).get("step_s") or 0 for s in shapes]
         bars = step.bar([i + offset * 0.4 for i in range(len(shapes))], seconds, 0.4, label=label)
-        step.bar_label(bars, fmt="%.2f", fontsize=7)
+        step.bar_label(bars, labels=[f"{s:.2f}" if s else "" for s in seconds], fontsize=7)
     step.set_xticks([i + 0.2 for i in range(len(shapes))], shapes)
     step.set_ylabel("GRPO step, s (median)")
     step.set_title("step: shared-GPU server against colocate", fontsize=9)
