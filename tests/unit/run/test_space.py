@@ -3,22 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from trlstack.commands.tiny import MODEL_SHAPE
 from trlstack.errors import UsageError
 from trlstack.run.space import checkpoint_bytes, free_space, room_for_checkpoint, size
 
 # The CPU smoke's tiny model (trlstack tiny): 358,784 parameters. Its checkpoint-1, saved by `train grpo
 # --cpu` in the image, held 4,379,573 bytes: model.safetensors 1,437,848, optimizer.pt 2,892,129, the rest
 # small.
-TINY = {
-    "model_type": "qwen2",
-    "vocab_size": 490,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "tie_word_embeddings": True,
-}
+TINY = {"model_type": "qwen2", "vocab_size": 490, **MODEL_SHAPE}  # its tokenizer has 490 tokens
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 from launch_harness import GRPO, gpus, launch_tail
+from trlstack.commands.tiny import MODEL_SHAPE
 from trlstack.roles import train
 from trlstack.run.launch import LAUNCHER
 
@@ -65,16 +66,8 @@ def test_ctrl_c_while_waiting_exits_130_and_starts_nothing(
     assert not (run_dir / "outputs").exists()
 
 
-TINY_MODEL = {  # trlstack tiny's: 358,784 parameters, 4.3 MB of float32 weights and AdamW moments
-    "model_type": "qwen2",
-    "vocab_size": 490,
-    "hidden_size": 128,
-    "intermediate_size": 256,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "tie_word_embeddings": True,
-}
+# trlstack tiny's: 358,784 parameters, 4.3 MB of float32 weights and AdamW moments (its tokenizer: 490 tokens)
+TINY_MODEL = {"model_type": "qwen2", "vocab_size": 490, **MODEL_SHAPE}
 
 
 def tiny_model(folder: Path) -> Path:
