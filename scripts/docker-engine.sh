@@ -12,13 +12,15 @@
 # `eval "$(bash scripts/docker-engine.sh)"`.
 # Needs root. Settings (env): TRLSTACK_BASE_IMAGE (tag of the base to make, default trlstack-base:trixie),
 # DEBIAN_MIRROR (default http://deb.debian.org/debian), DOCKERD_LOG (default /var/log/dockerd.log),
-# ENGINE_DIR (default /usr/local/lib/trlstack-docker), DOCKER_HOST (an engine elsewhere; then nothing is started).
+# ENGINE_DIR (default /usr/local/lib/trlstack-docker), DOCKER_HOST (an engine elsewhere; then nothing is started),
+# DOCKER_DATA_ROOT (where a started engine keeps images, volumes and build cache; default dockerd's own).
 set -euo pipefail
 
 base_image=${TRLSTACK_BASE_IMAGE:-trlstack-base:trixie}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 dockerd_log=${DOCKERD_LOG:-/var/log/dockerd.log}
 engine_dir=${ENGINE_DIR:-/usr/local/lib/trlstack-docker}
+data_root=(${DOCKER_DATA_ROOT:+--data-root "$DOCKER_DATA_ROOT"})
 plugin_dir=/usr/local/lib/docker/cli-plugins
 ca_bundle=/etc/ssl/certs/ca-certificates.crt
 # Debian 13 packages unpacked here, and the binaries each gives.
@@ -88,8 +90,8 @@ else
     log "DOCKER_HOST=$DOCKER_HOST does not answer; unset it to use the engine this script starts"
     exit 1
   fi
-  log "starting $engine_dir/dockerd (log: $dockerd_log)"
-  PATH="$engine_dir:$PATH" nohup "$engine_dir/dockerd" >"$dockerd_log" 2>&1 &
+  log "starting $engine_dir/dockerd ${data_root[*]} (log: $dockerd_log)"
+  PATH="$engine_dir:$PATH" nohup "$engine_dir/dockerd" "${data_root[@]}" >"$dockerd_log" 2>&1 &
   for _ in $(seq 60); do
     docker info >/dev/null 2>&1 && break
     sleep 1
