@@ -147,25 +147,37 @@ def check_option(
         )
 
 
-def passed_values(extra: Sequence[str], where: Receiver) -> dict[str, str]:
-    """The values `extra` gives the options `where` reads, by dest, as written (the last given wins; of an
-    option that takes several words, such as --reward_funcs a b, the first). An option given without a value
-    is a switch: "true", or "false" for its `--no-` form; one unknown or ambiguous (check_passthrough refuses
+def passed_values(extra: Sequence[str], where: Receiver) -> dict[str, str | list[str]]:
+    """The values `extra` gives the options `where` reads, by dest, as written (the last given wins). An
+    option followed by several words takes them all, as a list (--reward_funcs a b: TRL's list fields read
+    them so, and it refuses the extra words of any other option). An option given without a value is a
+    switch: "true", or "false" for its `--no-` form; one unknown or ambiguous (check_passthrough refuses
     those) is left out."""
-    values: dict[str, str] = {}
+    values: dict[str, str | list[str]] = {}
     for at, word in option_words(extra, where.vllm):
         found = candidates(word.option, where.options)
         if len(found) != 1:
             continue
         dest = where.options[found[0]]
+        given = _values_after(extra, at)
         if word.inline_value:
             values[dest] = word.written.split("=", 1)[1]
-        elif at + 1 < len(extra) and (not extra[at + 1].startswith("-") or _is_number(extra[at + 1])):
-            values[dest] = extra[at + 1]
+        elif given:
+            values[dest] = given[0] if len(given) == 1 else given
         else:
             negated = found[0][2:5] in ("no_", "no-") and not dest.startswith("no_")
             values[dest] = "false" if negated else "true"
     return values
+
+
+def _values_after(extra: Sequence[str], at: int) -> list[str]:
+    """The words after the option at `at` up to the next option (a negative number is a value)."""
+    words = []
+    for word in extra[at + 1 :]:
+        if word.startswith("-") and not _is_number(word):
+            break
+        words.append(word)
+    return words
 
 
 def check_passthrough(
@@ -193,7 +205,7 @@ class ScriptArgs:
     the values those arguments give, by key, as written."""
 
     accepted: frozenset[str]
-    passed: dict[str, str]
+    passed: dict[str, str | list[str]]
 
 
 def script_args(extra: Sequence[str], recipe: str, taken: Mapping[str, str], role: str) -> ScriptArgs:

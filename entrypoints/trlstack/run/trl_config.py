@@ -118,8 +118,11 @@ def with_passed(config: Mapping[str, Any], extra: Sequence[str], recipe: Recipe)
     return _seen(config, passthrough.passed_values(extra, passthrough.receiver(recipe.name)))
 
 
-def _seen(config: Mapping[str, Any], passed: Mapping[str, str]) -> dict[str, Any]:
-    return {**config, **{key: _value(raw) for key, raw in passed.items()}}
+def _seen(config: Mapping[str, Any], passed: Mapping[str, str | list[str]]) -> dict[str, Any]:
+    def read(raw: str | list[str]) -> Any:
+        return [_value(word) for word in raw] if isinstance(raw, list) else _value(raw)
+
+    return {**config, **{key: read(raw) for key, raw in passed.items()}}
 
 
 def _value(raw: str) -> Any:

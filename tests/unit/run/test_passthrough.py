@@ -262,6 +262,10 @@ PASSED = [
     (["--no_gradient_checkpointing"], {"gradient_checkpointing": "false"}),
     (["--no-gradient-check", "--gradient_checkpointing"], {"gradient_checkpointing": "true"}),
     (["--model_init_kwargs", '{"dtype": "bfloat16"}'], {"model_init_kwargs": '{"dtype": "bfloat16"}'}),
+    (  # a list field takes every word up to the next option
+        ["--reward_funcs", "rewards.a", "rewards.b", "--max_steps", "3"],
+        {"reward_funcs": ["rewards.a", "rewards.b"], "max_steps": "3"},
+    ),
     (["--learnig_rate", "3", "--vllm", "0.5"], {}),  # unknown, ambiguous: refused by check_passthrough
 ]
 

@@ -81,6 +81,10 @@ def test_the_rewards_given_after_the_double_dash_are_the_ones_checked(tmp_path):
         task_check.require_task(config, GRPO, root / "config.yaml", root, "task t")
     passed = ["--reward_funcs", "rewards.brevity", "--max_steps", "3"]
     task_check.require_task(config, GRPO, root / "config.yaml", root, "task t", passed)
+    # every reward of a list given after `--` is checked, not only the first
+    passed = ["--reward_funcs", "rewards.brevity", "rewards.broken", "--max_steps", "3"]
+    with pytest.raises(UsageError, match="reward rewards.broken raised ValueError"):
+        task_check.require_task(config, GRPO, root / "config.yaml", root, "task t", passed)
 
 
 def test_the_scaffold_is_checked_in_well_under_10_s_without_torch_trl_or_datasets(tmp_path):
