@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = settings_from(CheckTaskSettings, args)
     recipe = resolve_recipe(settings.recipe)
-    root = task.task_folder(settings.dir)
+    root = task.task_folder(settings.dir, "DIR")
     source = task.config_path(TrainSettings(recipe=recipe.name, task=str(root)), recipe)
     config = trl_config.load_config(source)
     report = require_task(config, recipe, source, root, f"task {root} ({recipe.name})")

@@ -39,14 +39,15 @@ SAVED_MARKERS = ("dataset_dict.json", "state.json")
 REMOTE = ("hf://", "http://", "https://", "s3://", "gs://")
 
 
-def task_folder(raw: str) -> Path:
-    """The task folder `raw` names, absolute; UsageError naming the fix where it is not one."""
+def task_folder(raw: str, given_as: str = f"--task ({Env.TASK})") -> Path:
+    """The task folder `raw` names, absolute; UsageError naming the fix where it is not one (`given_as`: how
+    the command was given it)."""
     path = Path(raw).expanduser()
     if not path.is_dir():
         what = "is not a folder" if path.exists() else "does not exist"
         raise UsageError(
-            f"task folder {raw} {what}; pass --task ({Env.TASK}) a folder holding {CONFIG_NAME}, or make "
-            f"one with `trlstack init {raw}`."
+            f"task folder {raw} {what}; {given_as} must name a folder holding {CONFIG_NAME}; make one "
+            f"with `trlstack init {raw}`."
         )
     return path.resolve()
 

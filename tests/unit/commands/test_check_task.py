@@ -29,6 +29,7 @@ def test_the_recipe_decides_the_keys_a_config_may_hold(tmp_path, capsys):
 def test_a_folder_that_is_not_a_task_is_named_with_the_fix(tmp_path, capsys):
     code, _, err = run(capsys, "check-task", str(tmp_path / "nowhere"))
     assert code == 1 and "does not exist" in err and "trlstack init" in err
+    assert "DIR must name a folder" in err and "--task" not in err  # check-task takes the folder as DIR
     (tmp_path / "empty").mkdir()
     code, _, err = run(capsys, "check-task", str(tmp_path / "empty"))
     assert code == 1 and "has no config.yaml" in err
