@@ -9,6 +9,7 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trlstack.defaults import Env
@@ -69,7 +70,8 @@ class PlanRequest:
         None,
         f"check the plan in the environment instead of making one: the keys {', '.join(ENV_KEYS)} and "
         f"{Env.VARIANT} as "
-        "compose passes them from .env (compose's plan-check service runs this before either role starts)",
+        "compose passes them: the environment over ./.env (compose's plan-check service runs this before "
+        "either role starts)",
     )
     service: str | None = flag(
         "with --check: check for this compose service (vllm and async-grpo need a server, which the "
@@ -169,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     if request.service is not None and not request.check:
         raise UsageError("--service names what --check checks the plan for; add --check, or drop it.")
     if request.check:
-        print(f"trlstack plan: {check_env(os.environ, request.service)}", file=sys.stderr)
+        print(f"trlstack plan: {check_env(compose_values(os.environ), request.service)}", file=sys.stderr)
         return 0
     plan, config = make_request(request, settings_from(Ports, args))
     weighed = weigh(plan, config, request.gpu_memory)
@@ -215,15 +217,28 @@ def make_request(request: PlanRequest, ports: Ports) -> tuple[Plan, dict[str, An
     return plan, config
 
 
-def check_written(text: str, output: str) -> None:
-    """The .env about to be written, checked as compose's plan-check will read it: a line kept from the user's
-    file that the check refuses (a misspelled TRLSTACK_VARIANT, a plan key under the role's name) stops the
-    write, naming it."""
+def env_file_values(text: str) -> dict[str, str]:
+    """A .env's values as compose reads them (export, quotes, comments; a key without a value is empty)."""
     import io
 
     from dotenv import dotenv_values
 
-    values = {key: value or "" for key, value in dotenv_values(stream=io.StringIO(text)).items()}
+    return {key: value or "" for key, value in dotenv_values(stream=io.StringIO(text)).items()}
+
+
+def compose_values(environ: Mapping[str, str], env_file: str = ".env") -> dict[str, str]:
+    """The plan's keys as compose hands them to the roles: the environment over the .env of this folder,
+    compose's own order (so `trlstack plan --check` on the host reads the .env compose will; in a role's
+    container, where compose's plan-check runs it, there is none)."""
+    text = Path(env_file).read_text() if Path(env_file).is_file() else ""
+    return {**env_file_values(text), **environ}
+
+
+def check_written(text: str, output: str) -> None:
+    """The .env about to be written, checked as compose's plan-check will read it: a line kept from the user's
+    file that the check refuses (a misspelled TRLSTACK_VARIANT, a plan key under the role's name) stops the
+    write, naming it."""
+    values = env_file_values(text)
     try:
         check_env(values)
     except UsageError as error:

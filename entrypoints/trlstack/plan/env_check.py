@@ -6,6 +6,7 @@ service that needs a vLLM server (vllm itself, async-grpo) is refused there with
 from __future__ import annotations
 
 import argparse
+import difflib
 import re
 from collections.abc import Mapping
 
@@ -35,7 +36,9 @@ def _env_gpus(values: Mapping[str, str], key: str) -> tuple[int, ...]:
     """The GPU indices of a .env key (compose passes it unchanged to CUDA_VISIBLE_DEVICES, device_ids)."""
     raw = values.get(key, "")
     if not raw.strip():
-        raise UsageError(f"{key} is not set; write .env with `trlstack plan --format env -o .env`.")
+        near = difflib.get_close_matches(key, [name for name in values if values[name]], n=1, cutoff=0.8)
+        typo = f" ({near[0]} is set: rename it {key})" if near else ""
+        raise UsageError(f"{key} is not set{typo}; write .env with `trlstack plan --format env -o .env`.")
     if not _INDEX_LIST.match(raw):
         try:
             indices = parse_gpu_spec(raw, key)

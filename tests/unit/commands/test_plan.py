@@ -179,7 +179,8 @@ def test_plan_for_one_gpu_is_colocate_with_the_reason_and_the_server_only_when_c
     ]
 
 
-def test_plan_check_of_a_colocate_plan_and_of_a_service_that_needs_a_server(capsys, monkeypatch):
+def test_plan_check_of_a_colocate_plan_and_of_a_service_that_needs_a_server(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no .env here: the environment alone, as in compose's plan-check container
     for key, value in {"TRLSTACK_VARIANT": "colocate", "TRAIN_GPUS": "0", "SERVE_GPUS": ""}.items():
         monkeypatch.setenv(key, value)
     code, out, err = run(capsys, "plan", "--check", "--service", "grpo")
@@ -223,7 +224,8 @@ def test_plan_detects_the_visible_gpus_and_shows_their_uuids(capsys, machine, mo
     assert "serve  4,5" in out and "train  6,7" in out and "GPU-0007-h200" in out and "GPU-0000" not in out
 
 
-def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch):
+def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
     for key, value in {
         "SERVE_GPUS": "0,1",
         "TRAIN_GPUS": "2,3",
@@ -238,6 +240,27 @@ def test_plan_check_passes_a_plan_it_wrote(capsys, monkeypatch):
         == "trlstack plan: SERVE_GPUS=0,1 and TRAIN_GPUS=2,3 are disjoint; vLLM on 2 GPUs (tensor-parallel "
         "1 x data-parallel 2), training on 2\n"
     )
+
+
+def test_plan_check_on_the_host_reads_the_env_file_compose_reads_under_the_environment(
+    capsys, monkeypatch, tmp_path
+):
+    monkeypatch.chdir(tmp_path)
+    for key in ("SERVE_GPUS", "TRAIN_GPUS", "TRLSTACK_VARIANT", "SHARE_GPUS", "NUM_PROCESSES"):
+        monkeypatch.delenv(key, raising=False)
+    (tmp_path / ".env").write_text("# written by hand\nexport SERVE_GPUS=0\nTRAIN_GPUS='1'\n")
+    code, _, err = run(capsys, "plan", "--check")
+    assert code == 0 and "SERVE_GPUS=0 and TRAIN_GPUS=1 are disjoint" in err
+    monkeypatch.setenv("TRAIN_GPUS", "0")  # the shell's value wins over .env's, as in compose
+    code, _, err = run(capsys, "plan", "--check")
+    assert code == 1 and "TRAIN_GPUS=0" in err and "Traceback" not in err
+    monkeypatch.delenv("TRAIN_GPUS")
+    (tmp_path / ".env").write_text("SERVE_GPUS=0\n")
+    code, _, err = run(capsys, "plan", "--check")
+    assert code == 1 and "TRAIN_GPUS is not set; write .env with `trlstack plan --format env -o .env`" in err
+    (tmp_path / ".env").write_text("SERVE_GPUS=0\nTRAIN_GPU=1\n")  # a key misspelled by hand
+    code, _, err = run(capsys, "plan", "--check")
+    assert code == 1 and "TRAIN_GPUS is not set (TRAIN_GPU is set: rename it TRAIN_GPUS)" in err
 
 
 def test_plan_takes_the_split_flags(capsys):
