@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 
@@ -39,6 +42,22 @@ def newest_checkpoint(output_dir: Path) -> tuple[Path | None, list[Path]]:
             return path, skipped
         skipped.append(path)
     return None, skipped
+
+
+def finished(checkpoint: Path, config: Mapping[str, Any]) -> int | None:
+    """The step `checkpoint` saved where, under `config`, its run has nothing left to train (its max_steps,
+    or, for as many epochs as it ran, its own count of steps); None while there is. transformers resumed from
+    a run's last step trains one step past it (it checks for the end after a step), so train stops first."""
+    try:
+        state = json.loads((checkpoint / COMPLETE_MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    step = int(state.get("global_step") or 0)
+    target = int(config.get("max_steps") or -1)
+    epochs = config.get("num_train_epochs")
+    if target <= 0 and epochs is not None and float(epochs) == float(state.get("num_train_epochs") or -1):
+        target = int(state.get("max_steps") or 0)
+    return step if 0 < target <= step else None
 
 
 def sharded_over(checkpoint: Path) -> int | None:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from trlstack.run.checkpoints import newest_checkpoint
+import json
+
+from trlstack.run.checkpoints import finished, newest_checkpoint
 
 
 def checkpoint(root, step, complete=True):
@@ -55,3 +57,20 @@ def test_other_names_and_files_are_ignored(tmp_path):
 def test_only_incomplete_checkpoints_mean_a_fresh_start(tmp_path):
     torn = checkpoint(tmp_path, 1, complete=False)
     assert newest_checkpoint(tmp_path) == (None, [torn])
+
+
+def test_a_checkpoint_at_the_runs_last_step_is_finished_and_one_before_it_is_not(tmp_path):
+    def saved(step, **state):
+        path = tmp_path / f"checkpoint-{step}"
+        path.mkdir()
+        (path / "trainer_state.json").write_text(json.dumps({"global_step": step, **state}))
+        return path
+
+    last, before = saved(40, max_steps=40, num_train_epochs=2), saved(39, max_steps=40, num_train_epochs=2)
+    assert finished(last, {"max_steps": 40}) == 40 and finished(before, {"max_steps": 40}) is None
+    assert finished(last, {"max_steps": 80}) is None  # max_steps raised: more to train
+    # epoch-based: finished at the run's own count of steps for as many epochs; unknown epochs train on
+    assert finished(last, {"num_train_epochs": 2}) == 40 and finished(last, {"num_train_epochs": 3}) is None
+    assert finished(last, {}) is None
+    no_state = checkpoint(tmp_path, 7)  # nothing to go by: transformers decides
+    assert finished(no_state, {"max_steps": 1}) is None

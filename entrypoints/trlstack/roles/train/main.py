@@ -13,11 +13,11 @@ from trlstack.command import require_program
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
-from trlstack.recipes import resolve_recipe
+from trlstack.recipes import Recipe, resolve_recipe
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.preflight import check_served_model, say
-from trlstack.run import outputs, space, task
+from trlstack.run import checkpoints, outputs, space, task
 from trlstack.run.checkpoints import newest_checkpoint
 from trlstack.run.checks import check_overlap
 from trlstack.run.launch import Launch, build_launch, render
@@ -90,6 +90,10 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
             print(f"# {path} (written when train runs):")
             print("\n".join(f"#   {line}" for line in text.splitlines()))
         return 0
+    done = finished(launch, settings, recipe)
+    if done is not None:  # a restart after the last step (a restart policy, a resubmitted job): nothing to do
+        say(done)
+        return 0
     require_program(launch.command)
     # The task (rewards called on its rows, its data and model) before waiting for the server: seconds.
     root = task.base_folder(settings, Path.cwd())
@@ -103,6 +107,23 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
         say(f"moved {output_dir} to {aside}; nothing in it was changed or deleted")
     write_files(files)
     return stopping.run(launch.command, environ)
+
+
+def finished(launch: Launch, settings: TrainSettings, recipe: Recipe) -> str | None:
+    """Why there is nothing to train: the checkpoint resumed from is the run's last step (with the values
+    after `--`, such as --max_steps, as the script sees them); None where there is."""
+    from trlstack.run import trl_config
+
+    resumed = launch.config.get("resume_from_checkpoint")
+    if not isinstance(resumed, str):
+        return None
+    step = checkpoints.finished(Path(resumed), trl_config.with_passed(launch.config, settings.extra, recipe))
+    if step is None:
+        return None
+    return (
+        f"{resumed} is step {step}, where this run ends: nothing left to train, nothing started; raise "
+        "max_steps to train on, or name another --output-dir."
+    )
 
 
 def training_gpus(settings: TrainSettings, preview: int | None, environ: Mapping[str, str]) -> list[Gpu]:

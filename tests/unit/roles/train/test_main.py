@@ -129,6 +129,23 @@ def test_a_merged_config_the_disk_cannot_take_is_a_message_not_a_traceback(
     )
 
 
+def test_a_restart_after_the_last_step_trains_nothing_and_says_so(run_dir, installed, exec_calls, capsys):
+    # transformers resumed from the last step would train one more (checkpoint-41 of 40); a restart policy
+    # or a resubmitted job starts train again there
+    last = run_dir / "outputs/grpo/checkpoint-40"
+    last.mkdir(parents=True)
+    (last / "trainer_state.json").write_text('{"global_step": 40, "max_steps": 40}')
+    installed("accelerate")
+    argv = ["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "40"]
+    assert train.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "outputs/grpo/checkpoint-40 is step 40, where this run ends: nothing left to train" in err
+    assert sorted(path.name for path in last.parent.iterdir()) == ["checkpoint-40"]  # nothing written
+    with pytest.raises(exec_calls.Execd):  # raised, the run goes on from there
+        train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "41"])
+    assert "resuming from outputs/grpo/checkpoint-40" in capsys.readouterr().err
+
+
 def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, installed, exec_calls, capsys):
     output = run_dir / "outputs/grpo"
     for step in (2, 10):
