@@ -53,8 +53,11 @@ def docker_run(
     return subprocess.run([*command, image, *argv], capture_output=True, text=True, timeout=timeout)
 
 
-def stop(folder: Path, image: str, mark: str, target: str, signum: str) -> tuple[dict, str]:
-    done = docker_run(folder, image, "python", "-c", DRIVER, mark, target, signum, *TRAIN)
+def stop(
+    folder: Path, image: str, mark: str, target: str, signum: str, out: str = "/w/out"
+) -> tuple[dict, str]:
+    argv = [out if word == "/w/out" else word for word in TRAIN]
+    done = docker_run(folder, image, "python", "-c", DRIVER, mark, target, signum, *argv)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     log, _, result = done.stdout.rpartition("RESULT ")
     return json.loads(result), log
@@ -99,8 +102,9 @@ def test_ctrl_c_saves_the_step_reached_exits_130_and_the_next_run_resumes_after_
 
 
 def test_sigterm_while_starting_stops_at_once_with_nothing_to_save(workdir, trlstack_image):
-    # Sent two moments after train hands over to accelerate: the training process is still importing.
-    result, log = stop(workdir, trlstack_image, "train: wrote", "train", "SIGTERM")
+    # Sent two moments after train hands over to accelerate: the training process is still importing. A
+    # folder of its own: the run in /w/out is finished, and train starts nothing for a finished run.
+    result, log = stop(workdir, trlstack_image, "train: wrote", "train", "SIGTERM", out="/w/starting")
     assert result["code"] == 143, log[-4000:]
     assert result["left"] == [], f"processes outlived train: {result['left']}"
     assert "train: SIGTERM before training started: stopping; there is nothing to save yet" in log, log[
