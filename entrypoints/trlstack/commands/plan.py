@@ -230,8 +230,8 @@ def compose_values(environ: Mapping[str, str], env_file: str = ".env") -> dict[s
     """The plan's keys as compose hands them to the roles: the environment over the .env of this folder,
     compose's own order (so `trlstack plan --check` on the host reads the .env compose will; in a role's
     container, where compose's plan-check runs it, there is none)."""
-    text = Path(env_file).read_text() if Path(env_file).is_file() else ""
-    return {**env_file_values(text), **environ}
+    path = Path(env_file)
+    return {**env_file_values(path.read_text() if path.is_file() else ""), **environ}
 
 
 def check_written(text: str, output: str) -> None:

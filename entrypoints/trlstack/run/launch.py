@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class Launch:
     accelerate_config: dict[str, Any] | None = None  # --sharding fsdp2: written to accelerate_path
     accelerate_path: Path | None = None
     mode: str = "server"  # where vLLM generates, as decided for the run: cpu, server or colocate
+    seen: Mapping[str, Any] = field(default_factory=dict)  # the config as the script sees it (with `--`)
 
 
 def build_launch(
@@ -79,6 +80,7 @@ def build_launch(
         accelerate_config=layout,
         accelerate_path=path.with_name(ACCELERATE_NAME) if layout else None,
         mode=run.settings.mode,
+        seen=run.seen,
     )
 
 

@@ -159,10 +159,9 @@ def passed_values(extra: Sequence[str], where: Receiver) -> dict[str, str | list
         if len(found) != 1:
             continue
         dest = where.options[found[0]]
-        given = _values_after(extra, at)
         if word.inline_value:
             values[dest] = word.written.split("=", 1)[1]
-        elif given:
+        elif given := _values_after(extra, at):
             values[dest] = given[0] if len(given) == 1 else given
         else:
             negated = found[0][2:5] in ("no_", "no-") and not dest.startswith("no_")

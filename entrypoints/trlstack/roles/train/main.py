@@ -13,7 +13,7 @@ from trlstack.command import require_program
 from trlstack.errors import UsageError, run_main
 from trlstack.files import write_atomically
 from trlstack.gpus import Gpu
-from trlstack.recipes import Recipe, resolve_recipe
+from trlstack.recipes import resolve_recipe
 from trlstack.roles.command_line import Role, parse_role
 from trlstack.roles.train import stopping
 from trlstack.roles.train.preflight import check_served_model, say
@@ -44,13 +44,7 @@ BANNER = """\
 
 def smoke_steps(launch: Launch) -> str:
     """The smoke run's step count as the TRL script will see it: a flag after `--` beats the config."""
-    argv = launch.command.argv
-    for at, word in enumerate(argv):
-        if word == "--max_steps" and at + 1 < len(argv):
-            return argv[at + 1]
-        if word.startswith("--max_steps="):
-            return word.split("=", 1)[1]
-    return str(launch.config["max_steps"])
+    return str(launch.seen["max_steps"])
 
 
 def write_files(files: list[tuple[Path, str]]) -> None:
@@ -90,7 +84,7 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
             print(f"# {path} (written when train runs):")
             print("\n".join(f"#   {line}" for line in text.splitlines()))
         return 0
-    done = finished(launch, settings, recipe)
+    done = finished(launch)
     if done is not None:  # a restart after the last step (a restart policy, a resubmitted job): nothing to do
         say(done)
         return 0
@@ -109,15 +103,11 @@ def train(argv: Sequence[str], environ: Mapping[str, str]) -> int:
     return stopping.run(launch.command, environ)
 
 
-def finished(launch: Launch, settings: TrainSettings, recipe: Recipe) -> str | None:
-    """Why there is nothing to train: the checkpoint resumed from is the run's last step (with the values
-    after `--`, such as --max_steps, as the script sees them); None where there is."""
-    from trlstack.run import trl_config
-
+def finished(launch: Launch) -> str | None:
+    """Why there is nothing to train: the checkpoint resumed from is the run's last step (its max_steps as the
+    script sees it, a value after `--` included); None where there is."""
     resumed = launch.config.get("resume_from_checkpoint")
-    if not isinstance(resumed, str):
-        return None
-    step = checkpoints.finished(Path(resumed), trl_config.with_passed(launch.config, settings.extra, recipe))
+    step = checkpoints.finished(Path(resumed), launch.seen) if isinstance(resumed, str) else None
     if step is None:
         return None
     return (

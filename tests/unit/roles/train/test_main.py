@@ -141,6 +141,9 @@ def test_a_restart_after_the_last_step_trains_nothing_and_says_so(run_dir, insta
     err = capsys.readouterr().err
     assert "outputs/grpo/checkpoint-40 is step 40, where this run ends: nothing left to train" in err
     assert sorted(path.name for path in last.parent.iterdir()) == ["checkpoint-40"]  # nothing written
+    for spelled in (["--max-steps=40"], ["--max_st", "40"]):  # as TRL's parser reads them too
+        assert train.main([*argv[:-3], "--", *spelled]) == 0
+        assert "nothing left to train" in capsys.readouterr().err
     with pytest.raises(exec_calls.Execd):  # raised, the run goes on from there
         train.main(["grpo", "--cpu", "--model", "m", "--dataset", "d", "--", "--max_steps", "41"])
     assert "resuming from outputs/grpo/checkpoint-40" in capsys.readouterr().err
@@ -165,8 +168,9 @@ def test_main_resumes_and_leaves_incomplete_checkpoints_alone(run_dir, installed
 
 
 def test_the_smoke_banner_counts_the_steps_the_script_will_take(run_dir, capsys, no_exec):
-    assert train.main(["rloo", "--cpu", "--print-command", "--", "--max_steps", "5"]) == 0
-    assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
+    for spelled in (["--max_steps", "5"], ["--max-steps=5"], ["--max_st", "5"]):  # TRL's parser reads each
+        assert train.main(["rloo", "--cpu", "--print-command", "--", *spelled]) == 0
+        assert "SMOKE RUN (--cpu): no vLLM, fp32 on the CPU, 5 tiny steps." in capsys.readouterr().err
 
 
 def test_colocate_main_does_not_wait_for_a_server(run_dir, machine, installed, exec_calls, closed_port):
