@@ -45,7 +45,7 @@ def _env_gpus(values: Mapping[str, str], key: str) -> tuple[int, ...]:
         except UsageError:
             raise UsageError(
                 f"{key}={raw!r} in .env is not a list of GPU indices; write the indices nvidia-smi shows, "
-                f"separated by commas (e.g. {key}=0,1), or let {REWRITE}."
+                f"separated by commas (e.g. {key}=0,1); {REWRITE}."
             ) from None
         written = ",".join(map(str, indices))
         raise UsageError(
